@@ -1,0 +1,59 @@
+"""callwarden: a policy-enforcement point for AI agent tool calls.
+
+One policy file, every framework: each call is allowed, rewritten, denied with a message the
+model can act on, sent to a human, or halts the run — and the decision says which rule decided.
+"""
+
+from callwarden._call import FrozenDict, ToolCall, freeze, thaw
+from callwarden._combine import FirstMatch, StrictestWins
+from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
+from callwarden._guard import Guard
+from callwarden._matchers import CompileEnv, ConfigError, Hit, Subject, register_condition
+from callwarden._policy import Policy, load_object, policy
+from callwarden._profiles import SideEffect, ToolProfile, default_profile
+from callwarden.exceptions import (
+    ApprovalRequired,
+    CallwardenError,
+    InvalidCall,
+    PolicyError,
+    Problem,
+    RunHalted,
+    ToolDenied,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApprovalRequired",
+    "CallwardenError",
+    "CompileEnv",
+    "ConfigError",
+    "Decision",
+    "Effect",
+    "FirstMatch",
+    "FrozenDict",
+    "Guard",
+    "Hit",
+    "InvalidCall",
+    "Mode",
+    "Policy",
+    "PolicyError",
+    "Problem",
+    "Reason",
+    "RuleMatch",
+    "RunHalted",
+    "SideEffect",
+    "StrictestWins",
+    "Subject",
+    "ToolCall",
+    "ToolDenied",
+    "ToolProfile",
+    "Verdict",
+    "__version__",
+    "default_profile",
+    "freeze",
+    "load_object",
+    "policy",
+    "register_condition",
+    "thaw",
+]

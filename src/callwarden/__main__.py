@@ -1,0 +1,5 @@
+"""``python -m callwarden``."""
+
+from callwarden.cli import main
+
+raise SystemExit(main())

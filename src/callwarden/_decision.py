@@ -1,0 +1,187 @@
+"""The verdict a policy returns and the decision the guard makes: small closed types."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from callwarden._call import FrozenDict, ToolCall
+from callwarden._jsonsafe import json_safe
+
+__all__ = ["Decision", "Effect", "Mode", "Reason", "RuleMatch", "Verdict"]
+
+
+class Effect(str, Enum):
+    """What happens to a tool call. Ordered by strictness: ``halt > deny > ask > allow``."""
+
+    ALLOW = "allow"
+    MODIFY = "modify"
+    ASK = "ask"
+    DENY = "deny"
+    HALT = "halt"
+
+    @property
+    def strictness(self) -> int:
+        """Rank used to combine verdicts: the strictest effect wins."""
+        return _STRICTNESS[self]
+
+    @property
+    def allows(self) -> bool:
+        """True for the effects that let the tool run (allow, modify)."""
+        return self is Effect.ALLOW or self is Effect.MODIFY
+
+
+_STRICTNESS = {Effect.ALLOW: 0, Effect.MODIFY: 0, Effect.ASK: 1, Effect.DENY: 2, Effect.HALT: 3}
+
+
+class Mode(str, Enum):
+    """``enforce`` applies decisions; ``observe`` records what enforce would do and lets calls through."""
+
+    ENFORCE = "enforce"
+    OBSERVE = "observe"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a decision was made: a stable machine code and a human message."""
+
+    code: str
+    message: str
+    rule: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleMatch:
+    """One rule that had an opinion on the call (attribution), whether or not it decided."""
+
+    rule: str
+    source: str | None
+    effect: Effect
+    mode: Mode
+    code: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What one policy says about a call. Build it with the named constructors.
+
+    ``Verdict.deny("Use the staging bucket instead.")`` reads as what it does; ``None`` from a
+    policy means "no opinion".
+    """
+
+    effect: Effect
+    message: str | None = None
+    code: str | None = None
+    args: Mapping[str, Any] | None = None
+    detail: str | None = None
+
+    @classmethod
+    def allow(cls, message: str | None = None, *, code: str = "allowed") -> Verdict:
+        """Explicitly allows the call (an allow rule; other rules may still be stricter)."""
+        return cls(Effect.ALLOW, message, code)
+
+    @classmethod
+    def deny(cls, message: str | None = None, *, code: str = "denied") -> Verdict:
+        """Blocks the call; ``message`` tells the model what to do instead."""
+        return cls(Effect.DENY, message, code)
+
+    @classmethod
+    def ask(cls, message: str | None = None, *, code: str = "approval_required") -> Verdict:
+        """Requires a human's approval before the call runs."""
+        return cls(Effect.ASK, message, code)
+
+    @classmethod
+    def halt(cls, message: str | None = None, *, code: str = "halted") -> Verdict:
+        """Stops the whole agent run."""
+        return cls(Effect.HALT, message, code)
+
+    @classmethod
+    def modify(
+        cls, args: Mapping[str, Any], message: str | None = None, *, code: str = "modified"
+    ) -> Verdict:
+        """Rewrites the call's arguments (mutate phase)."""
+        return cls(Effect.MODIFY, message, code, args)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The guard's verdict on one call, with everything needed to explain it.
+
+    Attributes:
+        effect: what happens (``allow | modify | deny | ask | halt``).
+        call: the call as asked (never changed).
+        args: the effective arguments (rewritten when ``modify``).
+        reasons: why, as (code, message, rule) triples.
+        rule: id of the deciding rule (``default`` when no rule decided).
+        source: where the deciding rule is written (``policy.yaml:42``).
+        matched: every rule that had an opinion, in evaluation order.
+        message: text for the model: what was blocked and what to do instead.
+        mode: ``enforce`` or ``observe``.
+        would_effect: what enforce mode would have decided, when observe-mode rules or an
+            observe-mode policy were involved; otherwise None.
+        decision_id: unique id of this decision.
+        elapsed: evaluation time in seconds.
+        policy: the policy's name and content hash.
+    """
+
+    effect: Effect
+    call: ToolCall
+    args: FrozenDict
+    reasons: tuple[Reason, ...]
+    rule: str | None
+    source: str | None
+    matched: tuple[RuleMatch, ...]
+    message: str
+    mode: Mode
+    would_effect: Effect | None
+    decision_id: str
+    elapsed: float
+    policy: str | None = None
+
+    @property
+    def allowed(self) -> bool:
+        """True when the tool may run (allow or modify)."""
+        return self.effect.allows
+
+    @property
+    def tool(self) -> str:
+        """The tool name of the call."""
+        return self.call.tool
+
+    @property
+    def code(self) -> str | None:
+        """The first reason's code, or None."""
+        return self.reasons[0].code if self.reasons else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns a JSON-safe dict of the decision."""
+        return {
+            "decision_id": self.decision_id,
+            "effect": self.effect.value,
+            "would_effect": self.would_effect.value if self.would_effect else None,
+            "mode": self.mode.value,
+            "rule": self.rule,
+            "source": self.source,
+            "message": self.message,
+            "reasons": [
+                {"code": r.code, "message": r.message, "rule": r.rule} for r in self.reasons
+            ],
+            "matched": [
+                {
+                    "rule": m.rule,
+                    "source": m.source,
+                    "effect": m.effect.value,
+                    "mode": m.mode.value,
+                    "code": m.code,
+                    "detail": m.detail,
+                }
+                for m in self.matched
+            ],
+            "call": self.call.to_dict(),
+            "args": json_safe(self.args),
+            "elapsed_us": round(self.elapsed * 1e6, 1),
+            "policy": self.policy,
+        }

@@ -1,0 +1,327 @@
+"""The decision engine: one decision flow, driven synchronously or asynchronously.
+
+``_Engine.flow`` is a generator holding the whole decision logic (mutate phase, validate phase,
+combination, default, observe mode, approvals profile, deadline). Built-in rules are evaluated
+inline; each rule backed by user code is *yielded* to the driver, which runs it with the
+deadline — on a worker thread for ``check``, awaited for ``acheck`` — and sends the verdict back.
+That is httpx's ``auth_flow`` shape: one source of truth, two thin drivers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import time
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from callwarden._call import FrozenDict, ToolCall
+from callwarden._combine import Combiner, Entry, StrictestWins
+from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
+from callwarden._matchers import Subject
+from callwarden._policy import InvalidResult, as_verdict
+from callwarden._profiles import ToolProfile, default_profile
+from callwarden._rules import Rule, RuleIndex, _NameSet, is_glob
+
+__all__ = ["Settings", "run_policy_async", "run_policy_sync"]
+
+_perf = time.perf_counter
+
+# Worker threads for user policies. A policy that hangs keeps its thread; the decision does
+# not wait for it past the deadline.
+_EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=32,
+                                                  thread_name_prefix="callwarden-policy")
+
+Step = tuple[Rule, Subject]
+Flow = Generator[Step, Verdict | None, Decision]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Policy-wide settings."""
+
+    default: Effect = Effect.ALLOW
+    default_source: str | None = None
+    mode: Mode = Mode.ENFORCE
+    on_error: Effect = Effect.DENY
+    timeout: float = 1.0
+    name: str | None = None
+
+
+class _ErrorVerdict(Exception):
+    """Carries the verdict for a rule that failed."""
+
+
+class Engine:
+    """Compiled rules + profiles + settings; decides calls. Immutable once built."""
+
+    __slots__ = ("_combiner", "_index", "_profile_cache", "_profile_globs", "_profiles",
+                 "rules", "settings")
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        *,
+        settings: Settings,
+        profiles: Mapping[str, ToolProfile] | None = None,
+        combiner: Combiner | None = None,
+    ) -> None:
+        self.rules = tuple(rules)
+        self.settings = settings
+        self._combiner = combiner or StrictestWins()
+        self._index = RuleIndex(self.rules)
+        profiles = dict(profiles or {})
+        self._profiles = {k: v for k, v in profiles.items() if not is_glob(k)}
+        self._profile_globs = [(_NameSet([k]), v) for k, v in profiles.items() if is_glob(k)]
+        self._profile_cache: dict[str, ToolProfile] = {}
+
+    # -- profiles ---------------------------------------------------------------------------
+
+    def profile(self, tool: str) -> ToolProfile:
+        """Returns the profile of a tool: from the policy, else the built-in defaults."""
+        profile = self._profile_cache.get(tool)
+        if profile is not None:
+            return profile
+        profile = self._profiles.get(tool)
+        if profile is None:
+            for names, glob_profile in self._profile_globs:
+                if tool in names:
+                    profile = glob_profile.merged(name=tool)
+                    break
+        if profile is None:
+            profile = default_profile(tool)
+        if len(self._profile_cache) > 4096:
+            self._profile_cache.clear()
+        self._profile_cache[tool] = profile
+        return profile
+
+    # -- the decision flow ------------------------------------------------------------------
+
+    def flow(self, call: ToolCall, started: float, decision_id: str) -> Flow:
+        """Decides ``call``; yields the rules that must run under the driver's deadline."""
+        settings = self.settings
+        profile = self.profile(call.tool)
+        plan = self._index.plan(profile)
+        subject = Subject(call, profile)
+        deadline = started + settings.timeout
+        entries: list[Entry] = []
+        current = call
+
+        for rule in plan.mutators:
+            if rule.dynamic is not None and not rule.dynamic(call):
+                continue
+            verdict = (yield rule, subject) if rule.external else self._inline(rule, subject)
+            if verdict is None:
+                continue
+            mode = rule.mode or settings.mode
+            entries.append(Entry(rule.id, rule.source, verdict, mode, rule.order))
+            if (verdict.effect is Effect.MODIFY and mode is Mode.ENFORCE
+                    and verdict.args is not None):
+                args = verdict.args if isinstance(verdict.args, FrozenDict) else _freeze(verdict.args)
+                current = current.replace_args(args)
+                subject = Subject(current, profile)
+
+        for rule in plan.validators:
+            if rule.dynamic is not None and not rule.dynamic(call):
+                continue
+            verdict = (yield rule, subject) if rule.external else self._inline(rule, subject)
+            if verdict is None:
+                continue
+            if verdict.effect is Effect.MODIFY:
+                verdict = self.error_verdict(rule, InvalidResult(
+                    "returned modify in the validate phase; declare the rule with "
+                    "'phase: mutate' (or @policy(phase='mutate')) to rewrite arguments"))
+            entries.append(Entry(rule.id, rule.source, verdict, rule.mode or settings.mode,
+                                 rule.order))
+
+        if _perf() > deadline:
+            entries.append(Entry("deadline", None, Verdict(
+                settings.on_error,
+                f"the decision took longer than its {settings.timeout * 1000:.0f} ms deadline",
+                "policy_timeout"), Mode.ENFORCE, 1 << 30))
+
+        return self._decide(call, current, profile, entries, started, decision_id)
+
+    def _inline(self, rule: Rule, subject: Subject) -> Verdict | None:
+        try:
+            return rule.evaluate(subject)
+        except Exception as e:
+            return self.error_verdict(rule, e)
+
+    def error_verdict(self, rule: Rule, error: BaseException | None) -> Verdict:
+        """The verdict for a rule that raised (``error``), timed out (None) or returned garbage."""
+        effect = rule.on_error or self.settings.on_error
+        if error is None:
+            code = "policy_timeout"
+            text = f"rule '{rule.id}' did not answer within the deadline"
+        elif isinstance(error, InvalidResult):
+            code = "policy_invalid_result"
+            text = f"rule '{rule.id}' {error}"
+        else:
+            code = "policy_error"
+            text = f"rule '{rule.id}' raised {type(error).__name__}: {error}"
+        return Verdict(effect, None, code, None, text[:500])
+
+    def _decide(self, call: ToolCall, current: ToolCall, profile: ToolProfile,
+                entries: list[Entry], started: float, decision_id: str) -> Decision:
+        settings = self.settings
+        if profile.requires_approval is not None:
+            entries = self._apply_profile_approval(profile, entries)
+
+        deciding = [e for e in entries if e.decisive and e.effect is not Effect.MODIFY]
+        enforced = [e for e in deciding if e.mode is Mode.ENFORCE]
+        chosen = self._combiner.select(enforced)
+        observed = len(enforced) != len(deciding) or settings.mode is Mode.OBSERVE
+
+        if chosen is not None:
+            effect = chosen.effect
+        elif settings.mode is Mode.ENFORCE:
+            effect = settings.default
+        else:
+            effect = Effect.ALLOW
+        would: Effect | None = None
+        if observed:
+            would_entry = self._combiner.select(deciding)
+            would = would_entry.effect if would_entry is not None else settings.default
+            if would is Effect.ALLOW and any(e.effect is Effect.MODIFY for e in entries):
+                would = Effect.MODIFY
+
+        modified = current.args is not call.args
+        if effect is Effect.ALLOW and modified:
+            effect = Effect.MODIFY
+        args = current.args if effect.allows else call.args
+
+        reasons = self._reasons(effect, chosen, entries)
+        if chosen is not None:
+            rule_id, source = chosen.rule, chosen.source
+        elif effect is Effect.MODIFY:
+            first = next(e for e in entries if e.effect is Effect.MODIFY and e.mode is Mode.ENFORCE)
+            rule_id, source = first.rule, first.source
+        else:
+            rule_id, source = "default", settings.default_source
+        message = _message(effect, call.tool, chosen, reasons)
+        matched = tuple(
+            RuleMatch(e.rule, e.source, e.effect, e.mode, e.verdict.code or "matched",
+                      e.verdict.detail or e.verdict.message or "")
+            for e in entries
+        )
+        return Decision(
+            effect=effect, call=call, args=args, reasons=reasons, rule=rule_id, source=source,
+            matched=matched, message=message, mode=settings.mode, would_effect=would,
+            decision_id=decision_id, elapsed=_perf() - started, policy=settings.name,
+        )
+
+    def _apply_profile_approval(self, profile: ToolProfile, entries: list[Entry]) -> list[Entry]:
+        if profile.requires_approval:
+            return [*entries, Entry(
+                f"tools.{profile.name}", profile.source,
+                Verdict(Effect.ASK, None, "requires_approval",
+                        detail=f"tool '{profile.name}' requires approval"),
+                Mode.ENFORCE, -1)]
+        # requires_approval: false exempts the tool from ask rules (kept for attribution).
+        return [
+            Entry(e.rule, e.source, e.verdict, e.mode, e.order, decisive=False)
+            if e.effect is Effect.ASK else e
+            for e in entries
+        ]
+
+    def _reasons(self, effect: Effect, chosen: Entry | None,
+                 entries: list[Entry]) -> tuple[Reason, ...]:
+        reasons: list[Reason] = []
+        for e in entries:
+            relevant = (
+                e.mode is Mode.ENFORCE and e.decisive and (
+                    (effect is Effect.MODIFY and e.effect in (Effect.MODIFY, Effect.ALLOW))
+                    or (effect is not Effect.MODIFY and e.effect.strictness == effect.strictness
+                        and (chosen is not None or e.effect is not Effect.ALLOW))
+                )
+            )
+            if relevant or (e.verdict.code or "").startswith("policy_"):
+                reasons.append(Reason(e.verdict.code or "matched",
+                                      e.verdict.detail or e.verdict.message or e.rule, e.rule))
+        if chosen is None and effect is not Effect.MODIFY:
+            reasons.append(Reason(
+                f"default_{self.settings.default.value}",
+                f"no rule decided; the policy default is {self.settings.default.value}",
+                "default"))
+        return tuple(reasons)
+
+
+def _freeze(args: Any) -> FrozenDict:
+    from callwarden._call import freeze, parse_args
+
+    frozen = freeze(parse_args(args))
+    assert isinstance(frozen, FrozenDict)
+    return frozen
+
+
+def _message(effect: Effect, tool: str, chosen: Entry | None, reasons: tuple[Reason, ...]) -> str:
+    custom = chosen.verdict.message if chosen is not None else None
+    if custom:
+        return custom
+    why = reasons[0].message if reasons else "blocked by policy"
+    rule = chosen.rule if chosen is not None else "default"
+    if effect is Effect.DENY:
+        return (f"The call to '{tool}' was blocked by policy rule '{rule}': {why}. "
+                "Do not retry the same call; choose another way to reach the goal or ask the user.")
+    if effect is Effect.ASK:
+        return f"The call to '{tool}' needs human approval (rule '{rule}'): {why}."
+    if effect is Effect.HALT:
+        return f"The run was halted by policy rule '{rule}': {why}."
+    if effect is Effect.MODIFY:
+        return f"The call to '{tool}' was allowed with rewritten arguments: {why}."
+    return ""
+
+
+# -- drivers for user policies ------------------------------------------------------------
+
+
+def _evaluate_sync(rule: Rule, subject: Subject) -> Verdict | None:
+    target = rule.policy
+    if hasattr(target, "evaluate"):
+        result = target.evaluate(subject.call, subject)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_await(result))
+        return as_verdict(result)
+    return as_verdict(asyncio.run(_await(target.aevaluate(subject.call, subject))))
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def run_policy_sync(engine: Engine, rule: Rule, subject: Subject, deadline: float) -> Verdict | None:
+    """Runs a user policy on a worker thread, waiting at most until ``deadline``."""
+    remaining = deadline - _perf()
+    if remaining <= 0:
+        return engine.error_verdict(rule, None)
+    future = _EXECUTOR.submit(_evaluate_sync, rule, subject)
+    try:
+        return future.result(timeout=remaining)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        return engine.error_verdict(rule, None)
+    except Exception as e:
+        return engine.error_verdict(rule, e)
+
+
+async def run_policy_async(engine: Engine, rule: Rule, subject: Subject,
+                           deadline: float) -> Verdict | None:
+    """Awaits a user policy (``aevaluate``, or ``evaluate`` on a worker thread) with a deadline."""
+    remaining = deadline - _perf()
+    if remaining <= 0:
+        return engine.error_verdict(rule, None)
+    target = rule.policy
+    try:
+        if hasattr(target, "aevaluate"):
+            result = await asyncio.wait_for(target.aevaluate(subject.call, subject), remaining)
+            return as_verdict(result)
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(_EXECUTOR, _evaluate_sync, rule, subject)
+        return await asyncio.wait_for(future, remaining)
+    except TimeoutError:
+        return engine.error_verdict(rule, None)
+    except Exception as e:
+        return engine.error_verdict(rule, e)

@@ -1,0 +1,266 @@
+"""``Guard``: the public face of the engine — check, run, protect; sync and async twins."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from callwarden._call import FrozenDict, ToolCall, new_id, thaw
+from callwarden._decision import Decision, Effect, Mode, Reason
+from callwarden._engine import Engine, Flow, run_policy_async, run_policy_sync
+from callwarden._profiles import ToolProfile
+from callwarden.exceptions import ApprovalRequired, InvalidCall, RunHalted, ToolDenied
+
+__all__ = ["Guard"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_perf = time.perf_counter
+_CALL_FIELDS = ("call_id", "agent", "session", "principal", "framework")
+
+
+class Guard:
+    """The policy-enforcement point: decides tool calls, and runs tools only when allowed.
+
+    Build one from a policy file (``Guard.from_file("policy.yaml")``), a dict
+    (``Guard.from_dict({...})``), or Python (``Guard(rules=[...], policies=[fn, obj])``).
+    """
+
+    def __init__(
+        self,
+        *,
+        rules: Sequence[Mapping[str, Any]] = (),
+        policies: Sequence[Any] = (),
+        default: str = "allow",
+        mode: str = "enforce",
+        on_error: str = "deny",
+        timeout: float | str = 1.0,
+        tools: Mapping[str, Mapping[str, Any]] | None = None,
+        name: str | None = None,
+    ) -> None:
+        from callwarden._loader import compile_policy
+
+        spec: dict[str, Any] = {
+            "version": 1, "default": default, "mode": mode, "on_error": on_error,
+            "timeout": timeout, "rules": list(rules),
+        }
+        if tools:
+            spec["tools"] = dict(tools)
+        if name:
+            spec["name"] = name
+        self._engine = compile_policy(spec, extra_policies=policies)
+        self.source: str | None = None
+
+    @classmethod
+    def _from_engine(cls, engine: Engine, source: str | None = None) -> Guard:
+        guard = cls.__new__(cls)
+        guard._engine = engine
+        guard.source = source
+        return guard
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, check_examples: bool = True) -> Guard:
+        """Loads a YAML policy file.
+
+        Raises:
+            PolicyError: listing every problem with its file, line and key.
+        """
+        from callwarden._loader import load_policy_file
+
+        engine = load_policy_file(Path(path), check_examples=check_examples)
+        return cls._from_engine(engine, str(path))
+
+    @classmethod
+    def from_dict(cls, policy: Mapping[str, Any], *, base_dir: str | Path | None = None,
+                  policies: Sequence[Any] = (), check_examples: bool = True) -> Guard:
+        """Builds a guard from a policy already parsed into a dict (same keys as the file)."""
+        from callwarden._loader import compile_policy
+
+        engine = compile_policy(policy, base_dir=Path(base_dir) if base_dir else None,
+                                extra_policies=policies, check_examples=check_examples)
+        return cls._from_engine(engine)
+
+    @classmethod
+    def from_yaml(cls, text: str, *, base_dir: str | Path | None = None,
+                  filename: str = "<policy>") -> Guard:
+        """Builds a guard from YAML text."""
+        from callwarden._loader import load_policy_text
+
+        engine = load_policy_text(text, filename=filename,
+                                  base_dir=Path(base_dir) if base_dir else None)
+        return cls._from_engine(engine)
+
+    # -- introspection ----------------------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        """The compiled policy."""
+        return self._engine
+
+    @property
+    def mode(self) -> Mode:
+        """The policy's mode."""
+        return self._engine.settings.mode
+
+    def profile(self, tool: str) -> ToolProfile:
+        """Returns the profile the guard uses for a tool name."""
+        return self._engine.profile(tool)
+
+    # -- deciding ---------------------------------------------------------------------------
+
+    def _start(self, tool: Any, args: Any, kwargs: dict[str, Any]) -> tuple[Flow | None, Decision | None, float]:
+        started = _perf()
+        decision_id = new_id()
+        fields = {k: kwargs.pop(k) for k in _CALL_FIELDS if k in kwargs}
+        context = kwargs.pop("context", None) or {}
+        if kwargs:
+            context = {**context, **kwargs}
+        try:
+            call = ToolCall.create(tool, args, context=context, **fields)
+        except InvalidCall as e:
+            return None, self._invalid(tool, e, fields, started, decision_id), started
+        return self._engine.flow(call, started, decision_id), None, started
+
+    def _invalid(self, tool: Any, error: InvalidCall, fields: dict[str, Any], started: float,
+                 decision_id: str) -> Decision:
+        name = tool if isinstance(tool, str) and tool else "<invalid>"
+        call = ToolCall(tool=name[:200], args=FrozenDict(), **{
+            k: (v if isinstance(v, str) or v is None else str(v)) for k, v in fields.items()})
+        reason = Reason(error.code, str(error), "input")
+        return Decision(
+            effect=Effect.DENY, call=call, args=call.args, reasons=(reason,), rule="input",
+            source=None, matched=(), mode=self._engine.settings.mode, would_effect=None,
+            message=f"The call to '{name[:200]}' was rejected: {error}. Send the arguments as a "
+                    "JSON object of plain values.",
+            decision_id=decision_id, elapsed=_perf() - started, policy=self._engine.settings.name,
+        )
+
+    def check(self, tool: str, args: Any = None, **context: Any) -> Decision:
+        """Decides one call. Never raises for a bad call: it returns a deny with the reason.
+
+        Keyword arguments ``agent``, ``session``, ``principal``, ``framework``, ``call_id`` fill
+        the call's fields; ``context=`` and any other keyword go into ``call.context``.
+        """
+        flow, invalid, started = self._start(tool, args, context)
+        if flow is None:
+            assert invalid is not None
+            return invalid
+        engine = self._engine
+        deadline = started + engine.settings.timeout
+        try:
+            rule, subject = next(flow)
+            while True:
+                verdict = run_policy_sync(engine, rule, subject, deadline)
+                rule, subject = flow.send(verdict)
+        except StopIteration as done:
+            decision: Decision = done.value
+            return decision
+
+    async def acheck(self, tool: str, args: Any = None, **context: Any) -> Decision:
+        """Async twin of ``check``: user policies are awaited (``aevaluate``) with the deadline."""
+        flow, invalid, started = self._start(tool, args, context)
+        if flow is None:
+            assert invalid is not None
+            return invalid
+        engine = self._engine
+        deadline = started + engine.settings.timeout
+        try:
+            rule, subject = next(flow)
+            while True:
+                verdict = await run_policy_async(engine, rule, subject, deadline)
+                rule, subject = flow.send(verdict)
+        except StopIteration as done:
+            decision: Decision = done.value
+            return decision
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run(self, tool: str, args: Any, fn: Callable[..., Any], **context: Any) -> Any:
+        """Decides, then calls ``fn(**effective_args)`` only when allowed.
+
+        Raises:
+            ToolDenied: (or ``ApprovalRequired`` / ``RunHalted``) when the call may not run;
+                the exception carries the decision.
+        """
+        decision = self.check(tool, args, **context)
+        _raise_unless_allowed(decision)
+        return fn(**thaw(decision.args))
+
+    async def arun(self, tool: str, args: Any, fn: Callable[..., Any], **context: Any) -> Any:
+        """Async twin of ``run``; ``fn`` may be sync or async."""
+        decision = await self.acheck(tool, args, **context)
+        _raise_unless_allowed(decision)
+        result = fn(**thaw(decision.args))
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def protect(self, fn: F | None = None, *, tool: str | None = None, **context: Any) -> Any:
+        """Decorator guarding a plain function (sync or async) as a tool named after it.
+
+        The function's bound arguments are the call's arguments; it runs with the effective
+        (possibly rewritten) arguments, or raises ``ToolDenied``.
+        """
+
+        def decorate(f: F) -> F:
+            name = tool or f.__name__
+            signature = inspect.signature(f)
+
+            def to_args(a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+                bound = signature.bind(*a, **kw)
+                bound.apply_defaults()
+                out: dict[str, Any] = {}
+                for pname, value in bound.arguments.items():
+                    kind = signature.parameters[pname].kind
+                    if kind is inspect.Parameter.VAR_KEYWORD:
+                        out.update(value)
+                    else:
+                        out[pname] = value
+                return out
+
+            def invoke(effective: dict[str, Any]) -> Any:
+                positional: list[Any] = []
+                keywords: dict[str, Any] = {}
+                for pname, param in signature.parameters.items():
+                    if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+                        positional.append(effective.pop(pname))
+                    elif param.kind is inspect.Parameter.VAR_POSITIONAL:
+                        positional.extend(effective.pop(pname, ()))
+                keywords.update(effective)
+                return f(*positional, **keywords)
+
+            if inspect.iscoroutinefunction(f):
+                @functools.wraps(f)
+                async def async_wrapper(*a: Any, **kw: Any) -> Any:
+                    return await self.arun(name, to_args(a, kw), _kwargs_caller(invoke), **context)
+
+                return async_wrapper  # type: ignore[return-value]
+
+            @functools.wraps(f)
+            def wrapper(*a: Any, **kw: Any) -> Any:
+                return self.run(name, to_args(a, kw), _kwargs_caller(invoke), **context)
+
+            return wrapper  # type: ignore[return-value]
+
+        return decorate(fn) if fn is not None else decorate
+
+
+def _kwargs_caller(invoke: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
+    return lambda **effective: invoke(effective)
+
+
+def _raise_unless_allowed(decision: Decision) -> None:
+    effect = decision.effect
+    if effect.allows:
+        return
+    if effect is Effect.HALT:
+        raise RunHalted(decision)
+    if effect is Effect.ASK:
+        raise ApprovalRequired(decision)
+    raise ToolDenied(decision)
+
+
+AsyncTool = Callable[..., Awaitable[Any]]

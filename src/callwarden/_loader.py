@@ -1,0 +1,515 @@
+"""Turns a policy file (or dict) into a compiled ``Engine``, reporting every problem with its line.
+
+Loading is two passes, like Starlette's ``build_middleware_stack``: validate the whole document
+into rule specs (collecting *every* problem, each with file, line, key and a fix), then compile
+the specs once. Nothing is compiled per call.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from callwarden._decision import Effect, Mode
+from callwarden._engine import Engine, Settings
+from callwarden._matchers import CompileEnv, ConfigError, Matcher, condition_keys, get_condition
+from callwarden._policy import FunctionPolicy, instantiate, load_object
+from callwarden._profiles import ARG_ROLES, KNOWN_KINDS, SideEffect, ToolProfile, default_profile
+from callwarden._profiles import kind_side_effect
+from callwarden._rules import Rewrite, Rule, Selector
+from callwarden._units import parse_duration
+from callwarden._yamlsrc import Lines, load_yaml
+from callwarden.exceptions import PolicyError, Problem
+
+__all__ = ["compile_policy", "load_policy_file", "load_policy_text"]
+
+Path_ = tuple[str | int, ...]
+
+_TOP_KEYS = ("version", "name", "description", "default", "mode", "on_error", "timeout",
+             "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth")
+_RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_error", "phase",
+              "use", "config", "examples", "set", "unset", "cap")
+_MATCH_KEYS = ("tool", "kind", "side_effect", "agent", "principal", "framework")
+_PROFILE_KEYS = ("kind", "side_effect", "requires_approval", "args", "description",
+                 *ARG_ROLES)
+_EXAMPLE_EFFECTS = ("allow", "modify", "deny", "ask", "halt")
+_CASE_KEYS = ("tool", "args", "agent", "session", "principal", "framework", "context", "name")
+_PERMISSION = re.compile(r"^\s*([A-Za-z0-9_.*?\-\[\]]+)\s*(?:\((.*)\))?\s*$", re.S)
+
+# Coding-agent tool names in permission strings stand for tool kinds, so that
+# `Bash(rm -rf *)` also governs `run_shell_command`, `shell`, `bash` ...
+_PERMISSION_KINDS = {
+    "Bash": "shell", "Read": "file.read", "Write": "file.write", "Edit": "file.write",
+    "MultiEdit": "file.write", "NotebookEdit": "file.write", "WebFetch": "http",
+    "WebSearch": "search", "Glob": "file.read", "Grep": "file.read",
+}
+
+
+class _Checker:
+    """Collects problems with their lines."""
+
+    def __init__(self, lines: Lines) -> None:
+        self.lines = lines
+        self.problems: list[Problem] = []
+
+    def error(self, path: Path_, message: str, hint: str | None = None) -> None:
+        key = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in path) or None
+        if key:
+            key = key.replace(".[", "[")
+        self.problems.append(Problem(message, self.lines.file, self.lines.line(path), key, hint))
+
+    def keys(self, mapping: Mapping[Any, Any], path: Path_, allowed: Sequence[str],
+             what: str) -> None:
+        for key in mapping:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1)
+                hint = f"did you mean '{close[0]}'?" if close else \
+                    f"allowed keys: {', '.join(sorted(str(a) for a in allowed))}"
+                self.error((*path, key), f"unknown key in {what}", hint)
+
+    def choice(self, value: Any, path: Path_, choices: Sequence[str]) -> str | None:
+        if isinstance(value, str) and value in choices:
+            return value
+        self.error(path, f"must be one of {', '.join(choices)}, not {value!r}")
+        return None
+
+    def strings(self, value: Any, path: Path_) -> tuple[str, ...]:
+        """A string or a list of strings."""
+        if isinstance(value, str):
+            return (value,)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        self.error(path, "must be a string or a list of strings")
+        return ()
+
+
+def load_policy_file(path: Path, *, check_examples: bool = True) -> Engine:
+    """Loads and compiles a policy file.
+
+    Raises:
+        PolicyError: with every problem found.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise PolicyError(Problem(f"cannot read policy file: {e.strerror or e}", str(path),
+                                  hint="check the path")) from e
+    except UnicodeDecodeError as e:
+        raise PolicyError(Problem("policy file is not UTF-8 text", str(path))) from e
+    return load_policy_text(text, filename=str(path), base_dir=path.parent,
+                            check_examples=check_examples)
+
+
+def load_policy_text(text: str, *, filename: str = "<policy>", base_dir: Path | None = None,
+                     check_examples: bool = True) -> Engine:
+    """Parses and compiles YAML policy text."""
+    data, lines = load_yaml(text, filename)
+    return compile_policy(data, lines=lines, base_dir=base_dir, check_examples=check_examples,
+                          digest=hashlib.sha256(text.encode()).hexdigest())
+
+
+def compile_policy(
+    data: Any,
+    *,
+    lines: Lines | None = None,
+    base_dir: Path | None = None,
+    extra_policies: Sequence[Any] = (),
+    check_examples: bool = True,
+    digest: str | None = None,
+) -> Engine:
+    """Validates a policy document and compiles it into an Engine.
+
+    Raises:
+        PolicyError: with every problem found, each with its line when known.
+    """
+    lines = lines or Lines(None)
+    check = _Checker(lines)
+    if not isinstance(data, Mapping):
+        check.error((), "a policy must be a mapping with at least 'version: 1'",
+                    "start the file with 'version: 1'")
+        raise PolicyError(check.problems)
+    if digest is None:
+        digest = hashlib.sha256(
+            json.dumps(data, sort_keys=True, default=repr).encode()).hexdigest()
+    check.keys(data, (), _TOP_KEYS, "the policy")
+    if "version" not in data:
+        check.error((), "missing 'version'", "add 'version: 1' at the top")
+    elif data["version"] != 1:
+        check.error(("version",), f"unsupported version {data['version']!r}",
+                    "this callwarden reads version 1")
+
+    settings = _settings(data, check, lines, digest)
+    env = CompileEnv(base_dir=base_dir or Path.cwd())
+    profiles = _profiles(data.get("tools"), check, lines)
+    rules: list[Rule] = []
+    examples: list[tuple[Path_, str, Mapping[str, Any]]] = []
+
+    raw_rules = data.get("rules", [])
+    if raw_rules is None:
+        raw_rules = []
+    if not isinstance(raw_rules, list):
+        check.error(("rules",), "must be a list of rules", "write each rule as '- id: ...'")
+        raw_rules = []
+    seen_ids: dict[str, Path_] = {}
+    for i, raw in enumerate(raw_rules):
+        rule = _rule(raw, ("rules", i), check, lines, env, len(rules), examples)
+        if rule is None:
+            continue
+        if rule.id in seen_ids:
+            check.error(("rules", i, "id"), f"duplicate rule id {rule.id!r}",
+                        f"ids must be unique; the first is at line {lines.line(seen_ids[rule.id])}")
+        seen_ids[rule.id] = ("rules", i)
+        rules.append(rule)
+
+    for effect_name in ("deny", "ask", "allow"):
+        if effect_name in data:
+            rules.extend(_permission_rules(data[effect_name], effect_name, check, lines,
+                                           len(rules)))
+
+    for j, extra in enumerate(extra_policies):
+        try:
+            target = extra if hasattr(extra, "evaluate") or hasattr(extra, "aevaluate") \
+                else instantiate(extra, {})
+        except TypeError as e:
+            check.error((), f"policies[{j}]: {e}")
+            continue
+        name = getattr(target, "name", None) or getattr(target, "__name__", None) \
+            or type(target).__name__
+        rules.append(Rule(str(name), policy=target, order=len(rules),
+                          source=f"python:{name}"))
+
+    if check.problems:
+        raise PolicyError(check.problems)
+    engine = Engine(rules, settings=settings, profiles=profiles)
+    if check_examples and examples:
+        _check_examples(engine, examples, lines)
+    return engine
+
+
+def _settings(data: Mapping[str, Any], check: _Checker, lines: Lines, digest: str) -> Settings:
+    default = check.choice(data.get("default", "allow"), ("default",), ("allow", "deny"))
+    mode = check.choice(data.get("mode", "enforce"), ("mode",), ("enforce", "observe"))
+    on_error = check.choice(data.get("on_error", "deny"), ("on_error",),
+                            ("deny", "halt", "ask", "allow"))
+    timeout = 1.0
+    if "timeout" in data:
+        try:
+            timeout = parse_duration(data["timeout"])
+        except ValueError as e:
+            check.error(("timeout",), str(e))
+    combine = data.get("combine", "strictest")
+    if combine != "strictest":
+        check.error(("combine",), f"unknown combining strategy {combine!r}",
+                    "only 'strictest' (halt > deny > ask > allow) is available")
+    if "max_arg_depth" in data and not (isinstance(data["max_arg_depth"], int)
+                                        and data["max_arg_depth"] > 0):
+        check.error(("max_arg_depth",), "must be a positive integer")
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        check.error(("name",), "must be a string")
+        name = None
+    label = f"{name or Path(lines.file or 'policy').name}@{digest[:12]}"
+    return Settings(
+        default=Effect(default or "allow"),
+        default_source=lines.source(("default",)) if "default" in data else None,
+        mode=Mode(mode or "enforce"),
+        on_error=Effect(on_error or "deny"),
+        timeout=timeout,
+        name=label,
+    )
+
+
+def _profiles(raw: Any, check: _Checker, lines: Lines) -> dict[str, ToolProfile]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        check.error(("tools",), "must map tool names to profiles",
+                    "e.g. tools: {bash: {kind: shell, command: command}}")
+        return {}
+    out: dict[str, ToolProfile] = {}
+    for name, spec in raw.items():
+        path: Path_ = ("tools", name)
+        if spec is None:
+            spec = {}
+        if not isinstance(spec, Mapping):
+            check.error(path, "a tool profile must be a mapping", "e.g. {kind: file.read, path: path}")
+            continue
+        check.keys(spec, path, _PROFILE_KEYS, f"the profile of '{name}'")
+        base = default_profile(str(name))
+        kind = spec.get("kind", base.kind)
+        if not isinstance(kind, str) or not kind:
+            check.error((*path, "kind"), "must be a string such as shell, file.read, http")
+            kind = base.kind
+        elif kind not in KNOWN_KINDS and "." not in kind:
+            check.error((*path, "kind"), f"unknown kind {kind!r}",
+                        f"known kinds: {', '.join(sorted(KNOWN_KINDS))} (or a dotted custom kind)")
+        side_effect = base.side_effect if "kind" not in spec else kind_side_effect(kind)
+        if "side_effect" in spec:
+            value = check.choice(spec["side_effect"], (*path, "side_effect"),
+                                 [s.value for s in SideEffect])
+            side_effect = SideEffect(value) if value else side_effect
+        requires = spec.get("requires_approval")
+        if requires is not None and not isinstance(requires, bool):
+            check.error((*path, "requires_approval"), "must be true or false")
+            requires = None
+        roles: dict[str, str] = {}
+        if "args" in spec:
+            if isinstance(spec["args"], Mapping) and all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in spec["args"].items()):
+                roles.update(spec["args"])
+            else:
+                check.error((*path, "args"), "must map roles to argument names",
+                            "e.g. args: {command: cmd}")
+        for role in ARG_ROLES:
+            if role in spec:
+                if isinstance(spec[role], str):
+                    roles[role] = spec[role]
+                else:
+                    check.error((*path, role), "must be the name of an argument")
+        out[str(name)] = ToolProfile(name=str(name), kind=kind, args=roles,
+                                     side_effect=side_effect, requires_approval=requires,
+                                     source=lines.source(path))
+    return out
+
+
+def _rule(raw: Any, path: Path_, check: _Checker, lines: Lines, env: CompileEnv, order: int,
+          examples: list[tuple[Path_, str, Mapping[str, Any]]]) -> Rule | None:
+    if not isinstance(raw, Mapping):
+        check.error(path, "a rule must be a mapping", "write '- id: my-rule' then its keys")
+        return None
+    conditions_known = condition_keys()
+    check.keys(raw, path, (*_RULE_KEYS, *sorted(conditions_known)), "a rule")
+    rule_id = raw.get("id")
+    if not isinstance(rule_id, str) or not rule_id.strip():
+        check.error((*path, "id") if "id" in raw else path, "every rule needs an 'id' (a string)",
+                    "e.g. id: no-credentials")
+        rule_id = f"rules[{path[-1]}]"
+    problems_before = len(check.problems)
+
+    effect_value = raw.get("effect", "deny")
+    effect_name = check.choice(effect_value, (*path, "effect"),
+                               ("allow", "modify", "deny", "ask", "halt"))
+    effect = Effect(effect_name) if effect_name else Effect.DENY
+    mode = None
+    if "mode" in raw:
+        m = check.choice(raw["mode"], (*path, "mode"), ("enforce", "observe"))
+        mode = Mode(m) if m else None
+    on_error = None
+    if "on_error" in raw:
+        oe = check.choice(raw["on_error"], (*path, "on_error"), ("deny", "halt", "ask", "allow"))
+        on_error = Effect(oe) if oe else None
+    message = raw.get("message")
+    if message is not None and not isinstance(message, str):
+        check.error((*path, "message"), "must be a string")
+        message = None
+    phase = raw.get("phase")
+    if phase is not None and phase not in ("mutate", "validate"):
+        check.error((*path, "phase"), "must be 'mutate' or 'validate'")
+        phase = None
+
+    selector = _selector(raw.get("match"), (*path, "match"), check)
+
+    conditions: list[tuple[str, Matcher]] = []
+    for key in raw:
+        if key in conditions_known and key not in _RULE_KEYS:
+            factory = get_condition(key)
+            assert factory is not None
+            try:
+                conditions.append((key, factory(raw[key], env)))
+            except ConfigError as e:
+                sub = (*path, key) if e.key is None else (*path, key, e.key)
+                check.error(sub, str(e), e.hint)
+            except Exception as e:  # a condition's own bug must still name the line
+                check.error((*path, key), f"invalid configuration: {e}")
+
+    rewrite = None
+    if any(k in raw for k in ("set", "unset", "cap")):
+        rewrite = _rewrite(raw, path, check)
+        if effect is not Effect.MODIFY:
+            check.error((*path, "effect"), "'set', 'unset' and 'cap' rewrite arguments",
+                        "add 'effect: modify' to this rule")
+
+    policy = None
+    if "use" in raw:
+        policy = _provider(raw, path, check, env)
+        if conditions or rewrite:
+            check.error((*path, "use"), "a 'use' rule delegates to its provider",
+                        "move conditions into a separate rule")
+    elif "config" in raw:
+        check.error((*path, "config"), "'config' is only for providers", "add 'use: module:Class'")
+
+    if effect is Effect.MODIFY and policy is None and not rewrite and not any(
+            k in ("secrets", "content") for k, _ in conditions):
+        check.error((*path, "effect"), "a modify rule must say how to rewrite",
+                    "add 'set:', 'cap:' or 'unset:' (or a redacting condition)")
+
+    if "examples" in raw:
+        _collect_examples(raw["examples"], (*path, "examples"), check, examples)
+
+    if len(check.problems) != problems_before:
+        return None
+    return Rule(
+        rule_id.strip(), effect=effect, selector=selector, conditions=conditions,
+        message=message, mode=mode, on_error=on_error, source=lines.source(path),
+        policy=policy, phase=phase, rewrite=rewrite, order=order,
+    )
+
+
+def _selector(raw: Any, path: Path_, check: _Checker) -> Selector:
+    if raw is None:
+        return Selector()
+    if isinstance(raw, str):
+        return Selector(tools=(raw,))
+    if not isinstance(raw, Mapping):
+        check.error(path, "must be a mapping", "e.g. match: {tool: [read_file, write_file]}")
+        return Selector()
+    check.keys(raw, path, _MATCH_KEYS, "match")
+    get = {k: check.strings(raw[k], (*path, k)) for k in _MATCH_KEYS if k in raw}
+    for side_effect in get.get("side_effect", ()):
+        if side_effect not in {s.value for s in SideEffect} | {"unknown"}:
+            check.error((*path, "side_effect"), f"unknown side effect {side_effect!r}",
+                        "use none, read, write, destructive, external or unknown")
+    return Selector(
+        tools=get.get("tool", ()), kinds=get.get("kind", ()), side_effects=get.get("side_effect", ()),
+        agents=get.get("agent", ()), principals=get.get("principal", ()),
+        frameworks=get.get("framework", ()),
+    )
+
+
+def _rewrite(raw: Mapping[str, Any], path: Path_, check: _Checker) -> Rewrite:
+    set_ = raw.get("set", {})
+    if not isinstance(set_, Mapping):
+        check.error((*path, "set"), "must map argument names to values", "e.g. set: {limit: 100}")
+        set_ = {}
+    unset = check.strings(raw["unset"], (*path, "unset")) if "unset" in raw else ()
+    cap = raw.get("cap", {})
+    if not isinstance(cap, Mapping) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in cap.values()):
+        check.error((*path, "cap"), "must map argument names to numbers", "e.g. cap: {limit: 100}")
+        cap = {}
+    return Rewrite(set={str(k): v for k, v in set_.items()}, unset=unset,
+                   cap={str(k): v for k, v in cap.items()})
+
+
+def _provider(raw: Mapping[str, Any], path: Path_, check: _Checker, env: CompileEnv) -> Any:
+    target = raw["use"]
+    config = raw.get("config") or {}
+    if not isinstance(target, str):
+        check.error((*path, "use"), "must be 'package.module:Name'")
+        return None
+    if not isinstance(config, Mapping):
+        check.error((*path, "config"), "must be a mapping of keyword arguments")
+        return None
+    try:
+        obj = load_object(target, base_dir=env.base_dir)
+    except Exception as e:
+        check.error((*path, "use"), f"cannot load {target!r}: {e}",
+                    "check the module path and that the package is installed")
+        return None
+    try:
+        return instantiate(obj, dict(config))
+    except Exception as e:
+        check.error((*path, "config") if config else (*path, "use"),
+                    f"cannot create the policy from {target!r}: {type(e).__name__}: {e}")
+        return None
+
+
+def _collect_examples(raw: Any, path: Path_, check: _Checker,
+                      out: list[tuple[Path_, str, Mapping[str, Any]]]) -> None:
+    if not isinstance(raw, Mapping):
+        check.error(path, "must map effects to lists of calls",
+                    "e.g. examples: {deny: [{tool: bash, args: {command: 'rm -rf /'}}]}")
+        return
+    check.keys(raw, path, _EXAMPLE_EFFECTS, "examples")
+    for effect, cases in raw.items():
+        if effect not in _EXAMPLE_EFFECTS:
+            continue
+        if not isinstance(cases, list):
+            check.error((*path, effect), "must be a list of calls")
+            continue
+        for k, case in enumerate(cases):
+            case_path = (*path, effect, k)
+            if _valid_case(case, case_path, check):
+                out.append((case_path, effect, case))
+
+
+def _valid_case(case: Any, path: Path_, check: _Checker) -> bool:
+    if not isinstance(case, Mapping) or not isinstance(case.get("tool"), str):
+        check.error(path, "each example needs 'tool' (and usually 'args')",
+                    "e.g. {tool: read_file, args: {path: README.md}}")
+        return False
+    check.keys(case, path, (*_CASE_KEYS, "expect", "rule"), "an example")
+    if "args" in case and not isinstance(case["args"], Mapping):
+        check.error((*path, "args"), "must be a mapping")
+        return False
+    return True
+
+
+def _check_examples(engine: Engine, examples: list[tuple[Path_, str, Mapping[str, Any]]],
+                    lines: Lines) -> None:
+    from callwarden._testing import run_case
+
+    problems = []
+    for path, effect, case in examples:
+        result = run_case(engine, case, effect)
+        if not result.passed:
+            problems.append(Problem(
+                f"example expects {effect} but the policy decides {result.actual}"
+                f" (rule {result.rule}: {result.detail})",
+                lines.file, lines.line(path), _dotted(path),
+                "fix the rule or the example; run 'callwarden test' to see every case"))
+    if problems:
+        raise PolicyError(problems)
+
+
+def _dotted(path: Path_) -> str:
+    return ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in path).replace(".[", "[")
+
+
+def _permission_rules(raw: Any, effect_name: str, check: _Checker, lines: Lines,
+                      order: int) -> list[Rule]:
+    path: Path_ = (effect_name,)
+    if not isinstance(raw, list):
+        check.error(path, "must be a list of tool names or permission strings",
+                    'e.g. deny: ["Bash(rm -rf *)", "Read(~/.ssh/**)", "mcp__github__*"]')
+        return []
+    rules = []
+    for i, item in enumerate(raw):
+        item_path = (*path, i)
+        if not isinstance(item, str):
+            check.error(item_path, "must be a string such as 'Bash(git push *)' or 'mcp__x__*'")
+            continue
+        m = _PERMISSION.match(item)
+        if m is None:
+            check.error(item_path, f"cannot read permission {item!r}",
+                        "write ToolName, a glob like mcp__github__*, or ToolName(pattern)")
+            continue
+        name, pattern = m.group(1), m.group(2)
+        kind = _PERMISSION_KINDS.get(name)
+        selector = Selector(kinds=(kind,)) if kind else Selector(tools=(name,))
+        conditions: list[tuple[str, Matcher]] = []
+        if pattern is not None and pattern.strip() not in ("", "*"):
+            try:
+                conditions.append(("pattern", permission_matcher(kind, pattern.strip())))
+            except ConfigError as e:
+                check.error(item_path, str(e), e.hint)
+                continue
+        rules.append(Rule(f"{effect_name}:{item}", effect=Effect(effect_name), selector=selector,
+                          conditions=conditions, source=lines.source(item_path),
+                          order=order + len(rules)))
+    return rules
+
+
+PermissionFactory = Callable[[str | None, str], Matcher]
+
+
+def permission_matcher(kind: str | None, pattern: str) -> Matcher:
+    """Compiles the pattern inside ``Tool(pattern)`` for a tool kind."""
+    from callwarden._conditions import compile_permission_pattern
+
+    return compile_permission_pattern(kind, pattern)

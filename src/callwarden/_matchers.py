@@ -1,0 +1,130 @@
+"""The plug-in point for argument-aware rule conditions (``shell:``, ``paths:``, ``urls:`` ...).
+
+A rule in the policy file selects tools with ``match:`` and then lists *conditions*: each is a
+key whose value configures a matcher. A matcher is any callable ``(subject) -> Hit | None``;
+the rule applies when every condition returns a ``Hit``. Matchers are built once, when the
+policy is compiled, by the factory registered for their key::
+
+    @register_condition("paths")
+    class PathMatcher:
+        def __init__(self, config: Any, env: CompileEnv) -> None: ...   # validate, precompute
+        def __call__(self, subject: Subject) -> Hit | None: ...          # microseconds
+
+A factory raises ``ConfigError(message, key=...)`` for a bad config; the loader turns it into an
+error naming the file, line and key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from callwarden._call import ToolCall
+from callwarden._profiles import ToolProfile
+
+__all__ = [
+    "CompileEnv",
+    "ConfigError",
+    "Hit",
+    "Matcher",
+    "MatcherFactory",
+    "Subject",
+    "condition_keys",
+    "get_condition",
+    "register_condition",
+]
+
+
+class ConfigError(ValueError):
+    """A matcher's configuration is invalid. ``key`` is the sub-key at fault, if any."""
+
+    def __init__(self, message: str, *, key: str | int | None = None, hint: str | None = None):
+        self.key = key
+        self.hint = hint
+        super().__init__(message)
+
+
+@dataclass(slots=True)
+class Subject:
+    """What a matcher sees: the call, its tool profile, and a per-call memo.
+
+    ``memo`` lets matchers share normalizations for one call (a parsed shell command, a
+    canonical path): the first matcher to need it computes it, the others reuse it.
+    """
+
+    call: ToolCall
+    profile: ToolProfile
+    memo: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def args(self) -> Mapping[str, Any]:
+        """The call's (current, possibly rewritten) arguments."""
+        return self.call.args
+
+    def role(self, role: str) -> Any:
+        """The value of the argument playing ``role`` (``command``, ``path``, ``url`` ...)."""
+        return self.profile.get(self.call.args, role)
+
+    @property
+    def primary(self) -> Any:
+        """The value of the tool's primary argument (its command, path, url ...)."""
+        return self.profile.primary(self.call.args)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A matcher's finding: why it matched, a reason code, and rewritten args for ``modify``."""
+
+    detail: str
+    code: str = "matched"
+    args: Mapping[str, Any] | None = None
+
+
+class Matcher(Protocol):
+    """A compiled condition: returns a Hit when the condition holds for the call."""
+
+    def __call__(self, subject: Subject, /) -> Hit | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CompileEnv:
+    """What a matcher factory may use while compiling: the policy's folder, named lists ..."""
+
+    base_dir: Path = field(default_factory=Path.cwd)
+    lists: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+MatcherFactory = Callable[[Any, CompileEnv], Matcher]
+
+_REGISTRY: dict[str, MatcherFactory] = {}
+
+
+def register_condition(key: str) -> Callable[[MatcherFactory], MatcherFactory]:
+    """Registers a factory for a rule condition key (a class or a function)."""
+
+    def decorate(factory: MatcherFactory) -> MatcherFactory:
+        _REGISTRY[key] = factory
+        return factory
+
+    return decorate
+
+
+def get_condition(key: str) -> MatcherFactory | None:
+    """Returns the factory registered for ``key``, or None."""
+    _load_builtins()
+    return _REGISTRY.get(key)
+
+
+def condition_keys() -> frozenset[str]:
+    """The condition keys a rule may use."""
+    _load_builtins()
+    return frozenset(_REGISTRY)
+
+
+def _load_builtins() -> None:
+    # Importing the built-in condition modules registers them; done once, lazily, so that
+    # ``import callwarden`` stays cheap.
+    from callwarden import _conditions  # noqa: F401

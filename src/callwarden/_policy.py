@@ -1,0 +1,220 @@
+"""The policy protocol, the ``@policy`` decorator, and loading providers by class path."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from callwarden._decision import Decision, Effect, Verdict
+
+__all__ = [
+    "AsyncPolicy",
+    "FunctionPolicy",
+    "Policy",
+    "as_verdict",
+    "load_object",
+    "policy",
+]
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything with ``evaluate(call, ctx) -> Verdict | None``; no base class needed.
+
+    ``ctx`` is a ``Subject``: the call's tool profile and a per-call memo. A policy may also (or
+    instead) define ``async def aevaluate(call, ctx)``; ``acheck`` prefers it. Optional
+    attributes: ``phase = "mutate"`` to rewrite arguments before validation, ``isolated = False``
+    to run inline instead of on a worker thread with a deadline (only for fast, trusted code).
+    """
+
+    def evaluate(self, call: Any, ctx: Any, /) -> Verdict | Decision | None: ...
+
+
+class AsyncPolicy(Protocol):
+    """A policy that only has the async form."""
+
+    def aevaluate(self, call: Any, ctx: Any, /) -> Awaitable[Verdict | Decision | None]: ...
+
+
+class FunctionPolicy:
+    """A plain function (sync or async) turned into a policy by ``@policy``."""
+
+    __slots__ = ("__wrapped__", "_takes_ctx", "isolated", "is_async", "name", "phase")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        phase: str = "validate",
+        isolated: bool = True,
+    ) -> None:
+        if phase not in ("mutate", "validate"):
+            raise ValueError(f"phase must be 'mutate' or 'validate', not {phase!r}")
+        self.__wrapped__ = fn
+        self.name = name or getattr(fn, "__name__", "policy")
+        self.phase = phase
+        self.isolated = isolated
+        self.is_async = inspect.iscoroutinefunction(fn)
+        try:
+            params = [
+                p for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+            self._takes_ctx = len(params) >= 2
+        except (TypeError, ValueError):
+            self._takes_ctx = False
+
+    def evaluate(self, call: Any, ctx: Any) -> Any:
+        """Calls the function (sync functions only; async ones go through ``aevaluate``)."""
+        result = self.__wrapped__(call, ctx) if self._takes_ctx else self.__wrapped__(call)
+        if inspect.isawaitable(result):
+            return _run_coroutine(result)
+        return result
+
+    async def aevaluate(self, call: Any, ctx: Any) -> Any:
+        """Awaits the function (sync functions are simply called)."""
+        result = self.__wrapped__(call, ctx) if self._takes_ctx else self.__wrapped__(call)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    def __call__(self, call: Any, ctx: Any = None) -> Any:
+        return self.evaluate(call, ctx)
+
+    def __repr__(self) -> str:
+        return f"<policy {self.name}>"
+
+
+def policy(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    phase: str = "validate",
+    isolated: bool = True,
+) -> Any:
+    """Turns a plain function into a policy: ``def f(call) -> Verdict | None``.
+
+    The function may take ``(call)`` or ``(call, ctx)``, be sync or async, and return a
+    ``Verdict``, a ``Decision``, an ``Effect``, or None (no opinion). Usable on a ``Guard`` and
+    from a policy file (``use: mymodule:no_prod_deploys``)::
+
+        @policy
+        def no_prod_deploys(call):
+            if call.args.get("env") == "prod":
+                return Verdict.deny("Deploy to staging; prod deploys go through CI.")
+    """
+
+    def wrap(f: Callable[..., Any]) -> FunctionPolicy:
+        return FunctionPolicy(f, name=name, phase=phase, isolated=isolated)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _run_coroutine(awaitable: Any) -> Any:
+    async def runner() -> Any:
+        return await awaitable
+
+    return asyncio.run(runner())
+
+
+class InvalidResult(TypeError):
+    """A policy returned something that is not a verdict."""
+
+
+def as_verdict(result: Any) -> Verdict | None:
+    """Normalizes what a policy returned into a Verdict (or None for "no opinion").
+
+    Raises:
+        InvalidResult: for anything that is not None, a Verdict, a Decision or an Effect.
+    """
+    if result is None or isinstance(result, Verdict):
+        return result
+    if isinstance(result, Decision):
+        return Verdict(
+            result.effect,
+            result.message or None,
+            result.code,
+            result.args if result.effect is Effect.MODIFY else None,
+        )
+    if isinstance(result, Effect):
+        return Verdict(result)
+    raise InvalidResult(
+        f"a policy must return a Verdict, a Decision, an Effect or None, not {type(result).__name__}"
+    )
+
+
+def load_object(target: str, *, base_dir: Path | None = None) -> Any:
+    """Imports ``package.module:attribute`` (or ``path/to/file.py:attribute``).
+
+    Raises:
+        ImportError: when the module or attribute cannot be found.
+    """
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ImportError(f"{target!r} is not of the form 'package.module:Name'")
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        if not path.is_file():
+            raise ImportError(f"no such file: {path}")
+        key = f"_callwarden_user_{abs(hash(str(path.resolve())))}"
+        module = sys.modules.get(key)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(key, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[key] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[key]
+                raise
+    else:
+        module = importlib.import_module(module_name)
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as e:
+            raise ImportError(f"module {module_name!r} has no attribute {attr!r}") from e
+    return obj
+
+
+def instantiate(obj: Any, config: Mapping[str, Any]) -> Any:
+    """Turns a loaded provider target into a policy object: classes get ``config`` as kwargs.
+
+    Raises:
+        TypeError: when the object cannot act as a policy or rejects the config.
+    """
+    if inspect.isclass(obj):
+        instance = obj(**config)
+    elif config:
+        if isinstance(obj, FunctionPolicy) or not callable(obj) or hasattr(obj, "evaluate"):
+            raise TypeError("config is only accepted by classes (passed as keyword arguments)")
+        instance = FunctionPolicy(_bind(obj, config))
+    else:
+        instance = obj
+    if isinstance(instance, FunctionPolicy):
+        return instance
+    if hasattr(instance, "evaluate") or hasattr(instance, "aevaluate"):
+        return instance
+    if callable(instance):
+        return FunctionPolicy(instance)
+    raise TypeError(f"{type(instance).__name__} has neither evaluate() nor aevaluate()")
+
+
+def _bind(fn: Callable[..., Any], config: Mapping[str, Any]) -> Callable[..., Any]:
+    def bound(call: Any, ctx: Any) -> Any:
+        return fn(call, ctx, **config)
+
+    bound.__name__ = getattr(fn, "__name__", "policy")
+    return bound

@@ -1,0 +1,153 @@
+"""Tool profiles: what a tool *is*, so one policy serves every framework's tool names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "ARG_ROLES",
+    "KNOWN_KINDS",
+    "SideEffect",
+    "ToolProfile",
+    "default_profile",
+]
+
+
+class SideEffect(str, Enum):
+    """What running a tool can do to the world."""
+
+    NONE = "none"
+    READ = "read"
+    WRITE = "write"
+    DESTRUCTIVE = "destructive"
+    EXTERNAL = "external"
+
+
+KNOWN_KINDS = frozenset({
+    "shell", "file.read", "file.write", "http", "search", "email", "message", "payment", "sql",
+    "code", "mcp", "unknown",
+})
+
+# The argument roles a profile can name, and the argument names tried when a profile does not.
+ARG_ROLES: Mapping[str, tuple[str, ...]] = {
+    "command": ("command", "cmd", "script", "commands"),
+    "path": ("path", "file_path", "filepath", "filename", "file", "notebook_path", "dir_path",
+             "directory", "target_file", "absolute_path"),
+    "url": ("url", "uri", "href", "endpoint"),
+    "recipient": ("to", "recipient", "recipients", "email", "cc", "bcc"),
+    "amount": ("amount", "value", "sum"),
+    "query": ("query", "sql", "statement"),
+    "code": ("code", "source"),
+}
+
+_KIND_ROLES: Mapping[str, str] = {
+    "shell": "command", "file.read": "path", "file.write": "path", "http": "url",
+    "email": "recipient", "message": "recipient", "payment": "amount", "sql": "query",
+    "code": "code", "search": "query",
+}
+
+_KIND_SIDE_EFFECT: Mapping[str, SideEffect] = {
+    "shell": SideEffect.DESTRUCTIVE, "file.read": SideEffect.READ,
+    "file.write": SideEffect.WRITE, "http": SideEffect.EXTERNAL, "search": SideEffect.READ,
+    "email": SideEffect.EXTERNAL, "message": SideEffect.EXTERNAL,
+    "payment": SideEffect.EXTERNAL, "sql": SideEffect.WRITE, "code": SideEffect.DESTRUCTIVE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolProfile:
+    """What a tool is: its kind, which argument holds what, its side effect, approval needs.
+
+    Attributes:
+        name: the tool name this profile describes.
+        kind: ``shell``, ``file.read``, ``file.write``, ``http``, ``email``, ``payment``, ...
+        args: argument role -> argument name (``{"command": "cmd"}``); roles not named here
+            fall back to the usual names (``command``, ``cmd``, ``path``, ``file_path``, ...).
+        side_effect: ``none | read | write | destructive | external``, or None when unknown.
+        requires_approval: ``True`` always asks, ``False`` exempts the tool from ``ask`` rules,
+            ``None`` leaves it to the rules.
+        source: where the profile was declared (``policy.yaml:12``), or ``builtin``.
+    """
+
+    name: str
+    kind: str = "unknown"
+    args: Mapping[str, str] = field(default_factory=dict)
+    side_effect: SideEffect | None = None
+    requires_approval: bool | None = None
+    source: str = "builtin"
+
+    def arg_name(self, role: str) -> str | None:
+        """Returns the declared argument name for ``role``, or None."""
+        return self.args.get(role)
+
+    def get(self, args: Mapping[str, Any], role: str) -> Any:
+        """Returns the value of the argument playing ``role`` in ``args``, or None."""
+        name = self.args.get(role)
+        if name is not None:
+            return args.get(name)
+        for candidate in ARG_ROLES.get(role, (role,)):
+            if candidate in args:
+                return args[candidate]
+        return None
+
+    @property
+    def primary_role(self) -> str | None:
+        """The role of the argument that says what the call does (command, path, url, ...)."""
+        return _KIND_ROLES.get(self.kind)
+
+    def primary(self, args: Mapping[str, Any]) -> Any:
+        """Returns the value of the primary argument (the command, path, url ...), or None."""
+        role = self.primary_role
+        return None if role is None else self.get(args, role)
+
+    def merged(self, **changes: Any) -> ToolProfile:
+        """Returns a copy with ``changes`` applied."""
+        return replace(self, **changes)
+
+
+def _table(kind: str, *names: str) -> dict[str, str]:
+    return dict.fromkeys(names, kind)
+
+
+# Defaults for the tool names of well-known agents and frameworks (Claude Code, Gemini CLI,
+# Codex, OpenAI Agents SDK, LangChain community tools, MCP reference servers).
+_DEFAULT_KINDS: Mapping[str, str] = {
+    **_table("shell", "bash", "Bash", "shell", "sh", "run_shell_command", "shell_command",
+             "local_shell", "execute_command", "run_command", "terminal", "exec", "exec_command",
+             "run_terminal_cmd", "BashOutput"),
+    **_table("file.read", "read_file", "Read", "read", "cat", "view", "open_file",
+             "read_text_file", "read_many_files", "read_multiple_files", "Glob", "Grep", "LS",
+             "glob", "grep", "list_directory", "list_dir", "ls", "search_files", "get_file_info",
+             "read_media_file", "directory_tree"),
+    **_table("file.write", "write_file", "Write", "Edit", "MultiEdit", "NotebookEdit",
+             "edit_file", "create_file", "replace", "write", "delete_file", "move_file",
+             "create_directory", "apply_patch", "str_replace_editor", "str_replace"),
+    **_table("http", "fetch", "WebFetch", "web_fetch", "http_request", "http_get", "requests_get",
+             "requests_post", "curl", "browse", "open_url"),
+    **_table("search", "WebSearch", "web_search", "google_web_search", "search"),
+    **_table("email", "send_email", "send_mail", "email", "gmail_send", "send_message_email"),
+    **_table("message", "send_message", "slack_post_message", "post_message", "send_slack"),
+    **_table("payment", "send_money", "transfer_money", "make_payment", "create_payment", "pay",
+             "transfer"),
+    **_table("sql", "sql_query", "run_sql", "execute_sql", "query_database", "sql_db_query"),
+    **_table("code", "python", "run_python", "execute_python", "python_repl", "code_interpreter",
+             "run_code", "execute_code"),
+}
+
+
+def default_profile(name: str) -> ToolProfile:
+    """Returns the built-in profile for a tool name (``unknown`` kind when not well known)."""
+    kind = _DEFAULT_KINDS.get(name)
+    if kind is None and name.startswith("mcp__"):
+        kind = "mcp"
+    if kind is None:
+        return ToolProfile(name=name)
+    return ToolProfile(name=name, kind=kind, side_effect=_KIND_SIDE_EFFECT.get(kind))
+
+
+def kind_side_effect(kind: str) -> SideEffect | None:
+    """Returns the usual side effect of a tool kind."""
+    return _KIND_SIDE_EFFECT.get(kind)

@@ -1,0 +1,181 @@
+"""The ``callwarden`` command line: check, lint, test, demo.
+
+Exit codes (``check``): 0 allowed (allow or modify), 10 denied, 11 needs approval (ask),
+12 halted; every command: 2 for a usage error or an invalid policy, 1 for failed policy tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from callwarden._decision import Decision, Effect
+from callwarden.exceptions import PolicyError
+
+__all__ = ["EXIT_CODES", "main"]
+
+EXIT_OK = 0
+EXIT_TESTS_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CODES = {Effect.ALLOW: 0, Effect.MODIFY: 0, Effect.DENY: 10, Effect.ASK: 11, Effect.HALT: 12}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse exits 2 too; keep its usage text
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="callwarden", description=__doc__.split("\n")[0],
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     epilog="exit codes: 0 allowed, 10 denied, 11 ask, 12 halted, "
+                            "1 policy tests failed, 2 usage or policy error")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    check = sub.add_parser("check", help="decide one call and explain the decision")
+    check.add_argument("--policy", "-p", required=True, type=Path, help="policy file")
+    check.add_argument("--tool", "-t", required=True, help="tool name")
+    check.add_argument("--args", "-a", default="{}", help="tool arguments as a JSON object")
+    check.add_argument("--agent")
+    check.add_argument("--session")
+    check.add_argument("--principal")
+    check.add_argument("--framework")
+    check.add_argument("--context", default=None, help="call context as a JSON object")
+    check.add_argument("--json", action="store_true", help="print the decision as JSON")
+
+    lint = sub.add_parser("lint", help="validate policy files and report every problem")
+    lint.add_argument("files", nargs="+", type=Path)
+
+    test = sub.add_parser("test", help="run policy tests (test files and inline examples)")
+    test.add_argument("files", nargs="+", type=Path)
+    test.add_argument("--verbose", "-v", action="store_true", help="list passing cases too")
+
+    demo = sub.add_parser("demo", help="run a scripted agent's calls through an example policy")
+    demo.add_argument("--policy", "-p", type=Path, default=None,
+                      help="policy file (default: the bundled example)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the CLI; returns the exit code."""
+    args = _parser().parse_args(argv)
+    handler = {"check": _check, "lint": _lint, "test": _test, "demo": _demo}[args.command]
+    try:
+        return handler(args, sys.stdout)
+    except PolicyError as e:
+        for problem in e.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _check(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden._guard import Guard
+
+    try:
+        call_args = json.loads(args.args)
+        context = json.loads(args.context) if args.context else None
+    except ValueError as e:
+        print(f"error: --args/--context must be JSON: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    guard = Guard.from_file(args.policy)
+    decision = guard.check(args.tool, call_args, agent=args.agent, session=args.session,
+                           principal=args.principal, framework=args.framework, context=context)
+    if args.json:
+        print(json.dumps(decision.to_dict(), indent=2), file=out)
+    else:
+        print(explain(decision), file=out)
+    return EXIT_CODES[decision.effect]
+
+
+def explain(decision: Decision) -> str:
+    """Renders a decision for people: effect, deciding rule and line, reasons, other matches."""
+    where = f" ({decision.source})" if decision.source else ""
+    lines = [f"{decision.effect.value.upper()}  {decision.call.tool}  by rule "
+             f"'{decision.rule}'{where}"]
+    if decision.would_effect is not None:
+        lines.append(f"  would be: {decision.would_effect.value} in enforce mode "
+                     f"(mode: {decision.mode.value})")
+    if decision.message:
+        lines.append(f"  message: {decision.message}")
+    for reason in decision.reasons:
+        lines.append(f"  reason: [{reason.code}] {reason.message}")
+    others = [m for m in decision.matched if m.rule != decision.rule]
+    if others:
+        lines.append("  also matched:")
+        for m in others:
+            note = f", {m.mode.value}" if m.mode.value != "enforce" else ""
+            lines.append(f"    - {m.rule} ({m.source or 'python'}): {m.effect.value}{note}"
+                         f" [{m.code}] {m.detail}")
+    if decision.effect is Effect.MODIFY:
+        lines.append(f"  effective args: {json.dumps(decision.to_dict()['args'])}")
+    lines.append(f"  decision {decision.decision_id} in {decision.elapsed * 1e6:.0f} µs"
+                 f" · policy {decision.policy}")
+    return "\n".join(lines)
+
+
+def _lint(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden._loader import load_policy_file
+
+    failed = 0
+    for path in args.files:
+        try:
+            engine = load_policy_file(path)
+        except PolicyError as e:
+            failed += 1
+            for problem in e.problems:
+                print(f"{problem}", file=out)
+            continue
+        print(f"{path}: ok ({len(engine.rules)} rules)", file=out)
+    return EXIT_USAGE if failed else EXIT_OK
+
+
+def _test(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden._testing import CaseResult, run_inline_examples, run_test_file
+    from callwarden._yamlsrc import load_yaml
+
+    results: list[CaseResult] = []
+    errors = 0
+    for path in args.files:
+        try:
+            data, _ = load_yaml(path.read_text(encoding="utf-8"), str(path))
+            if isinstance(data, dict) and "cases" in data:
+                _, found = run_test_file(path)
+            else:
+                found = run_inline_examples(path)
+        except PolicyError as e:
+            errors += 1
+            for problem in e.problems:
+                print(f"error: {problem}", file=out)
+            continue
+        except OSError as e:
+            errors += 1
+            print(f"error: {path}: {e.strerror or e}", file=out)
+            continue
+        results.extend(found)
+    for r in results:
+        if not r.passed or args.verbose:
+            status = "PASS" if r.passed else "FAIL"
+            print(f"{status} {r.where or ''} {r.name}: expected {r.expected}, got {r.actual}"
+                  f" (rule {r.rule}{': ' + r.detail if r.detail and not r.passed else ''})",
+                  file=out)
+    failed = sum(not r.passed for r in results)
+    print(f"{len(results) - failed} passed, {failed} failed", file=out)
+    if errors:
+        return EXIT_USAGE
+    return EXIT_TESTS_FAILED if failed else EXIT_OK
+
+
+def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden._demo import run_demo
+
+    return run_demo(args.policy, out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,253 @@
+"""Effects, combination, phases, defaults and modes of the decision engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from callwarden import Decision, Effect, Guard, Mode, Verdict, policy
+
+
+def guard(*rules: dict, **settings) -> Guard:
+    return Guard.from_dict({"version": 1, "rules": list(rules), **settings})
+
+
+def rule(id: str, effect: str, tool: str = "t", **extra) -> dict:
+    return {"id": id, "match": {"tool": tool}, "effect": effect, **extra}
+
+
+@pytest.mark.parametrize("effect", ["allow", "deny", "ask", "halt"])
+def test_a_single_rule_decides_its_effect(effect: str) -> None:
+    d = guard(rule("r", effect), default="deny" if effect == "allow" else "allow").check("t", {})
+    assert d.effect is Effect(effect)
+    assert d.rule == "r"
+
+
+def test_modify_rule_rewrites_args_and_reports_modify() -> None:
+    d = guard(rule("cap", "modify", cap={"limit": 10})).check("t", {"limit": 99, "q": "x"})
+    assert d.effect is Effect.MODIFY
+    assert dict(d.args) == {"limit": 10, "q": "x"}
+    assert dict(d.call.args) == {"limit": 99, "q": "x"}
+    assert d.rule == "cap"
+
+
+def test_modify_rule_that_changes_nothing_is_plain_allow() -> None:
+    d = guard(rule("cap", "modify", cap={"limit": 10})).check("t", {"limit": 5})
+    assert d.effect is Effect.ALLOW
+    assert d.matched == ()
+
+
+@pytest.mark.parametrize(
+    ("effects", "winner"),
+    [
+        (["allow", "deny"], "deny"),
+        (["deny", "allow"], "deny"),
+        (["ask", "allow"], "ask"),
+        (["ask", "deny"], "deny"),
+        (["deny", "halt", "ask"], "halt"),
+        (["allow", "ask", "allow"], "ask"),
+    ],
+)
+def test_strictest_effect_wins_whatever_the_order(effects: list[str], winner: str) -> None:
+    g = guard(*(rule(f"r{i}", e) for i, e in enumerate(effects)))
+    d = g.check("t", {})
+    assert d.effect is Effect(winner)
+    assert d.rule == f"r{effects.index(winner)}"
+    assert [m.rule for m in d.matched] == [f"r{i}" for i in range(len(effects))]
+
+
+def test_among_equal_effects_the_first_rule_decides() -> None:
+    d = guard(rule("first", "deny"), rule("second", "deny")).check("t", {})
+    assert d.rule == "first"
+    assert {r.rule for r in d.reasons} == {"first", "second"}
+
+
+def test_validate_rules_see_the_rewritten_args() -> None:
+    g = guard(
+        rule("block-big", "deny", args={"limit": 1000}),
+        rule("pin", "modify", set={"limit": 1000}),
+    )
+    d = g.check("t", {"limit": 1})
+    assert d.effect is Effect.DENY
+    assert d.rule == "block-big"
+
+
+def test_mutators_run_in_order_each_seeing_the_previous_rewrite() -> None:
+    g = guard(rule("a", "modify", set={"x": 1}), rule("b", "modify", cap={"x": 0}))
+    d = g.check("t", {})
+    assert dict(d.args) == {"x": 0}
+
+
+def test_denied_call_keeps_the_original_args() -> None:
+    g = guard(rule("pin", "modify", set={"x": 1}), rule("no", "deny"))
+    d = g.check("t", {"x": 5})
+    assert d.effect is Effect.DENY
+    assert dict(d.args) == {"x": 5}
+
+
+@pytest.mark.parametrize("default", ["allow", "deny"])
+def test_default_applies_when_no_rule_decides(default: str) -> None:
+    d = guard(rule("other", "deny", tool="other"), default=default).check("t", {})
+    assert d.effect is Effect(default)
+    assert d.rule == "default"
+    assert d.reasons[0].code == f"default_{default}"
+
+
+def test_explicit_allow_beats_default_deny() -> None:
+    d = guard(rule("ok", "allow"), default="deny").check("t", {})
+    assert d.effect is Effect.ALLOW
+    assert d.rule == "ok"
+
+
+def test_default_deny_source_is_the_line_of_the_default_key() -> None:
+    g = Guard.from_yaml("version: 1\ndefault: deny\n", filename="p.yaml")
+    assert g.check("t", {}).source == "p.yaml:2"
+
+
+def test_observe_mode_policy_lets_the_call_through_and_records_would_effect() -> None:
+    d = guard(rule("no", "deny"), mode="observe").check("t", {})
+    assert d.effect is Effect.ALLOW
+    assert d.would_effect is Effect.DENY
+    assert d.mode is Mode.OBSERVE
+    assert d.matched[0].rule == "no"
+
+
+def test_observe_mode_policy_does_not_rewrite_args() -> None:
+    d = guard(rule("pin", "modify", set={"x": 1}), mode="observe").check("t", {"x": 5})
+    assert d.effect is Effect.ALLOW
+    assert dict(d.args) == {"x": 5}
+    assert d.would_effect is Effect.MODIFY
+
+
+def test_observe_mode_policy_ignores_default_deny_but_reports_it() -> None:
+    d = guard(default="deny", mode="observe").check("t", {})
+    assert d.effect is Effect.ALLOW
+    assert d.would_effect is Effect.DENY
+
+
+def test_a_single_observe_rule_rolls_out_without_enforcing() -> None:
+    g = guard(rule("new", "deny", mode="observe"), rule("old", "ask"))
+    d = g.check("t", {})
+    assert d.effect is Effect.ASK
+    assert d.rule == "old"
+    assert d.would_effect is Effect.DENY
+
+
+def test_an_enforce_rule_in_an_observe_policy_is_enforced() -> None:
+    d = guard(rule("strict", "deny", mode="enforce"), mode="observe").check("t", {})
+    assert d.effect is Effect.DENY
+
+
+def test_enforce_mode_without_observe_rules_has_no_would_effect() -> None:
+    d = guard(rule("no", "deny")).check("t", {})
+    assert d.would_effect is None
+
+
+def test_rules_for_other_tools_are_not_evaluated() -> None:
+    calls = []
+
+    @policy(isolated=False)
+    def spy(call):
+        calls.append(call.tool)
+
+    g = Guard.from_dict({"version": 1}, policies=[spy])
+    g2 = Guard.from_dict({"version": 1, "rules": [{"id": "x", "match": {"tool": "other"},
+                                                   "effect": "deny"}]})
+    g.check("t", {})
+    assert calls == ["t"]
+    assert g2.check("t", {}).matched == ()
+
+
+def test_match_by_glob_kind_side_effect_and_agent() -> None:
+    g = guard(
+        {"id": "gh", "match": {"tool": "mcp__github__*"}, "effect": "ask"},
+        {"id": "writes", "match": {"kind": "file.write"}, "effect": "deny"},
+        {"id": "ext", "match": {"side_effect": "external"}, "effect": "ask"},
+        {"id": "intern", "match": {"tool": "db", "agent": "intern-*"}, "effect": "deny"},
+    )
+    assert g.check("mcp__github__create_issue", {}).rule == "gh"
+    assert g.check("mcp__gitlab__x", {}).effect is Effect.ALLOW
+    assert g.check("write_file", {"path": "a"}).rule == "writes"
+    assert g.check("fetch", {"url": "https://x"}).rule == "ext"
+    assert g.check("db", {}, agent="intern-7").rule == "intern"
+    assert g.check("db", {}, agent="admin").effect is Effect.ALLOW
+    assert g.check("db", {}).effect is Effect.ALLOW
+
+
+def test_kind_prefix_selects_every_subkind() -> None:
+    g = guard({"id": "files", "match": {"kind": "file"}, "effect": "ask"})
+    assert g.check("read_file", {}).effect is Effect.ASK
+    assert g.check("write_file", {}).effect is Effect.ASK
+    assert g.check("bash", {}).effect is Effect.ALLOW
+
+
+def test_decision_has_id_time_and_json_form() -> None:
+    import json
+
+    d = guard(rule("no", "deny", message="Use the staging bucket.")).check("t", {"a": b"x"})
+    assert isinstance(d, Decision)
+    assert d.decision_id and d.elapsed > 0
+    assert d.message == "Use the staging bucket."
+    data = json.loads(json.dumps(d.to_dict()))
+    assert data["effect"] == "deny"
+    assert data["rule"] == "no"
+    assert data["source"].endswith(":1") or data["source"] == "<policy>"
+    assert data["call"]["args"] == {"a": "x"}
+
+
+def test_deny_without_message_tells_the_model_what_happened_and_what_to_do() -> None:
+    d = guard(rule("no-prod", "deny", args={"env": "prod"})).check("t", {"env": "prod"})
+    assert "no-prod" in d.message
+    assert "Do not retry" in d.message
+
+
+def test_verdict_constructors_cover_every_effect() -> None:
+    assert Verdict.allow().effect is Effect.ALLOW
+    assert Verdict.deny("m").message == "m"
+    assert Verdict.ask().effect is Effect.ASK
+    assert Verdict.halt().effect is Effect.HALT
+    assert Verdict.modify({"a": 1}).args == {"a": 1}
+
+
+def test_effect_strictness_order() -> None:
+    order = sorted(Effect, key=lambda e: e.strictness)
+    assert order[-1] is Effect.HALT
+    assert Effect.DENY.strictness > Effect.ASK.strictness > Effect.ALLOW.strictness
+
+
+def test_profile_requires_approval_true_always_asks() -> None:
+    g = guard(tools={"t": {"requires_approval": True}})
+    d = g.check("t", {})
+    assert d.effect is Effect.ASK
+    assert d.rule == "tools.t"
+
+
+def test_profile_requires_approval_true_still_loses_to_deny() -> None:
+    g = guard(rule("no", "deny"), tools={"t": {"requires_approval": True}})
+    assert g.check("t", {}).effect is Effect.DENY
+
+
+def test_profile_requires_approval_false_exempts_from_ask_rules() -> None:
+    g = guard({"id": "ask-all", "effect": "ask"}, tools={"t": {"requires_approval": False}})
+    assert g.check("t", {}).effect is Effect.ALLOW
+    assert g.check("other", {}).effect is Effect.ASK
+
+
+def test_profile_requires_approval_false_does_not_exempt_from_deny() -> None:
+    g = guard(rule("no", "deny"), tools={"t": {"requires_approval": False}})
+    assert g.check("t", {}).effect is Effect.DENY
+
+
+def test_well_known_tool_names_have_default_profiles() -> None:
+    g = guard()
+    assert g.profile("Bash").kind == "shell"
+    assert g.profile("run_shell_command").kind == "shell"
+    assert g.profile("read_file").kind == "file.read"
+    assert g.profile("mcp__github__x").kind == "mcp"
+    assert g.profile("no_such_tool").kind == "unknown"
+
+
+def test_policy_profiles_override_defaults_and_name_arguments() -> None:
+    g = guard(tools={"runner": {"kind": "shell", "command": "cmd"}})
+    p = g.profile("runner")
+    assert p.kind == "shell"
+    assert p.get({"cmd": "ls"}, "command") == "ls"

@@ -1,0 +1,189 @@
+"""Bad input ends in a decision or a clear error, never a crash or a hang; snapshots are immutable."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import threading
+
+import pytest
+
+from callwarden import Effect, FrozenDict, Guard, ToolCall, ToolDenied, Verdict, policy, thaw
+from callwarden.exceptions import InvalidCall
+
+
+@pytest.fixture
+def guard() -> Guard:
+    return Guard.from_dict({"version": 1, "rules": [
+        {"id": "no-prod", "match": {"tool": "deploy"}, "args": {"env": "prod"}, "effect": "deny"},
+    ]})
+
+
+def test_args_given_as_a_json_string_are_parsed(guard: Guard) -> None:
+    assert guard.check("deploy", '{"env": "prod"}').effect is Effect.DENY
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    ("{not json", "args_not_json"),
+    ("[1, 2]", "args_not_object"),
+    (42, "args_not_object"),
+    (["a"], "args_not_object"),
+])
+def test_args_that_are_not_a_json_object_are_denied_with_a_reason(guard: Guard, args, code) -> None:
+    d = guard.check("deploy", args)
+    assert d.effect is Effect.DENY
+    assert d.reasons[0].code == code
+    assert d.rule == "input"
+    assert "JSON object" in d.message
+
+
+def test_none_args_mean_no_arguments(guard: Guard) -> None:
+    assert guard.check("deploy", None).effect is Effect.ALLOW
+
+
+def test_cyclic_args_are_denied(guard: Guard) -> None:
+    cyclic: dict = {"a": []}
+    cyclic["a"].append(cyclic)
+    d = guard.check("deploy", cyclic)
+    assert d.effect is Effect.DENY
+    assert d.reasons[0].code == "args_cycle"
+
+
+def test_ten_thousand_deep_nesting_is_denied_without_recursion_error(guard: Guard) -> None:
+    deep: dict = {}
+    node = deep
+    for _ in range(10_000):
+        node["x"] = {}
+        node = node["x"]
+    d = guard.check("deploy", deep)
+    assert d.effect is Effect.DENY
+    assert d.reasons[0].code == "args_too_deep"
+
+
+def test_deeply_nested_json_string_is_denied(guard: Guard) -> None:
+    d = guard.check("deploy", "[" * 100_000 + "]" * 100_000)
+    assert d.effect is Effect.DENY
+
+
+def test_ten_megabyte_string_is_decided(guard: Guard) -> None:
+    big = "x" * (10 * 1024 * 1024)
+    d = guard.check("deploy", {"env": "prod", "blob": big})
+    assert d.effect is Effect.DENY
+    assert d.rule == "no-prod"
+    assert asyncio.run(guard.acheck("deploy", {"blob": big})).effect is Effect.ALLOW
+
+
+def test_non_json_serializable_values_are_decided_and_serialized_safely(guard: Guard) -> None:
+    import json
+
+    args = {"when": datetime.datetime(2026, 1, 1), "lock": threading.Lock(), "raw": b"\xff",
+            "n": float("nan"), 3: "int key", "s": {1, 2}}
+    d = guard.check("deploy", args)
+    assert d.effect is Effect.ALLOW
+    text = json.dumps(d.to_dict(), allow_nan=False)
+    assert "2026" in text and "lock" in text
+
+
+@pytest.mark.parametrize("tool", ["", None, 7])
+def test_invalid_tool_names_are_denied(guard: Guard, tool) -> None:
+    d = guard.check(tool, {})
+    assert d.effect is Effect.DENY
+    assert d.reasons[0].code == "invalid_tool"
+
+
+def test_unknown_tool_follows_the_default() -> None:
+    allow = Guard.from_dict({"version": 1})
+    deny = Guard.from_dict({"version": 1, "default": "deny"})
+    assert allow.check("never_heard_of_it", {}).effect is Effect.ALLOW
+    d = deny.check("never_heard_of_it", {})
+    assert d.effect is Effect.DENY and d.rule == "default"
+
+
+def test_unknown_tools_can_be_matched_by_kind() -> None:
+    g = Guard.from_dict({"version": 1, "rules": [
+        {"id": "unknown-tools", "match": {"kind": "unknown"}, "effect": "ask"}]})
+    assert g.check("mystery", {}).effect is Effect.ASK
+    assert g.check("read_file", {"path": "a"}).effect is Effect.ALLOW
+
+
+def test_run_with_bad_input_raises_tool_denied_and_never_calls_the_tool(guard: Guard) -> None:
+    ran = []
+    with pytest.raises(ToolDenied) as info:
+        guard.run("deploy", "{oops", lambda **kw: ran.append(kw))
+    assert ran == []
+    assert info.value.decision.reasons[0].code == "args_not_json"
+
+
+# -- immutability ------------------------------------------------------------------------------
+
+
+def test_call_args_are_a_deep_read_only_snapshot() -> None:
+    original = {"list": [1, 2], "nested": {"k": "v"}}
+    call = ToolCall.create("t", original)
+    original["list"].append(3)
+    original["nested"]["k"] = "changed"
+    assert call.args["list"] == (1, 2)
+    assert call.args["nested"]["k"] == "v"
+    with pytest.raises(TypeError):
+        call.args["new"] = 1
+    with pytest.raises(TypeError):
+        call.args["nested"]["k"] = "x"
+    with pytest.raises(AttributeError):
+        call.args["list"].append(4)
+    with pytest.raises(AttributeError):
+        call.tool = "other"  # type: ignore[misc]
+
+
+def test_caller_mutating_args_after_check_does_not_change_the_decision(guard: Guard) -> None:
+    args = {"env": "prod"}
+    d = guard.check("deploy", args)
+    args["env"] = "dev"
+    assert d.call.args["env"] == "prod"
+    assert d.args["env"] == "prod"
+
+
+def test_tool_mutating_its_args_does_not_change_what_the_decision_recorded() -> None:
+    g = Guard.from_dict({"version": 1, "rules": [
+        {"id": "pin", "effect": "modify", "set": {"items": [1]}}]})
+    seen = {}
+
+    def tool(**kwargs):
+        kwargs["items"].append(99)
+        kwargs["extra"] = True
+        seen.update(kwargs)
+        return "ok"
+
+    g.run("t", {"items": []}, tool)
+    d = g.check("t", {"items": []})
+    assert seen["items"] == [1, 99]
+    assert d.args["items"] == (1,)
+    assert d.call.args["items"] == ()
+
+
+def test_policy_cannot_mutate_what_later_policies_or_the_decision_see() -> None:
+    @policy(isolated=False)
+    def vandal(call):
+        try:
+            call.args["env"] = "dev"
+        except TypeError:
+            return None
+        return Verdict.allow()
+
+    g = Guard(policies=[vandal], rules=[
+        {"id": "no-prod", "match": {"tool": "deploy"}, "args": {"env": "prod"}, "effect": "deny"}])
+    assert g.check("deploy", {"env": "prod"}).effect is Effect.DENY
+
+
+def test_thaw_returns_plain_mutable_copies() -> None:
+    frozen = ToolCall.create("t", {"a": [{"b": 1}]}).args
+    thawed = thaw(frozen)
+    assert type(thawed) is dict and type(thawed["a"]) is list and type(thawed["a"][0]) is dict
+    thawed["a"][0]["b"] = 2
+    assert frozen["a"][0]["b"] == 1
+    assert isinstance(frozen, FrozenDict)
+
+
+def test_invalid_call_error_carries_a_code() -> None:
+    with pytest.raises(InvalidCall) as info:
+        ToolCall.create("t", "nope")
+    assert info.value.code == "args_not_json"

@@ -1,0 +1,196 @@
+"""Python policies and providers: the protocol, the @policy decorator, and failing closed."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from callwarden import Decision, Effect, Guard, Verdict, policy
+
+PROVIDERS = Path(__file__).parent / "fixtures" / "providers"
+sys.path.insert(0, str(PROVIDERS))
+
+import house_rules  # noqa: E402
+
+
+def use(target: str, *, timeout: str = "300ms", on_error: str | None = None, **extra) -> Guard:
+    rule = {"id": "p", "use": target, **extra}
+    if on_error:
+        rule["on_error"] = on_error
+    return Guard.from_dict({"version": 1, "timeout": timeout, "rules": [rule]})
+
+
+def both(guard: Guard, tool: str, args: dict) -> list[Decision]:
+    """Decides the same call through check and acheck."""
+    return [guard.check(tool, args), asyncio.run(guard.acheck(tool, args))]
+
+
+def test_provider_loaded_by_class_path_with_config_kwargs() -> None:
+    g = use("house_rules:MaxAmount", config={"limit": 100, "message": "Ask finance."})
+    for d in both(g, "pay", {"amount": 500}):
+        assert d.effect is Effect.DENY
+        assert d.message == "Ask finance."
+        assert d.reasons[0].code == "amount.too_high"
+    assert g.check("pay", {"amount": 5}).effect is Effect.ALLOW
+
+
+def test_provider_loaded_from_a_file_next_to_the_policy(tmp_path: Path) -> None:
+    (tmp_path / "guards.py").write_text(
+        "from callwarden import Verdict\n"
+        "def deny_all(call):\n    return Verdict.deny('nope')\n")
+    policy_file = tmp_path / "p.yaml"
+    policy_file.write_text("version: 1\nrules:\n  - id: x\n    use: guards.py:deny_all\n")
+    assert Guard.from_file(policy_file).check("t", {}).effect is Effect.DENY
+
+
+def test_decorated_function_used_from_the_policy_file() -> None:
+    g = use("house_rules:no_prod_deploys")
+    assert [d.effect for d in both(g, "deploy", {"env": "prod"})] == [Effect.DENY] * 2
+    assert g.check("deploy", {"env": "dev"}).effect is Effect.ALLOW
+
+
+def test_plain_function_receives_config_as_keywords() -> None:
+    g = use("house_rules:plain_function", config={"tool_prefix": "danger_"})
+    assert g.check("danger_x", {}).effect is Effect.DENY
+    assert g.check("safe", {}).effect is Effect.ALLOW
+
+
+def test_mutating_provider_rewrites_args_before_validation() -> None:
+    g = Guard.from_dict({"version": 1, "rules": [
+        {"id": "dry", "use": "house_rules:add_dry_run"},
+        {"id": "need-dry", "match": {"tool": "deploy"}, "args": {"dry_run": False},
+         "effect": "deny"},
+    ]})
+    for d in both(g, "deploy", {"dry_run": False}):
+        assert d.effect is Effect.MODIFY
+        assert d.args["dry_run"] is True
+
+
+def test_async_only_provider_works_in_check_and_acheck() -> None:
+    g = use("house_rules:AsyncOnly")
+    assert [d.effect for d in both(g, "t", {"ask": True})] == [Effect.ASK] * 2
+    assert [d.effect for d in both(g, "t", {})] == [Effect.ALLOW] * 2
+
+
+@pytest.mark.parametrize(
+    ("target", "code"),
+    [
+        ("house_rules:Raises", "policy_error"),
+        ("house_rules:Garbage", "policy_invalid_result"),
+        ("house_rules:Hangs", "policy_timeout"),
+        ("house_rules:AsyncHangs", "policy_timeout"),
+    ],
+)
+def test_failing_provider_fails_closed_with_a_distinct_code(target: str, code: str) -> None:
+    g = use(target, timeout="100ms")
+    for d in both(g, "t", {}):
+        assert d.effect is Effect.DENY
+        assert d.reasons[0].code == code
+        assert d.rule == "p"
+
+
+def test_a_hanging_provider_does_not_hold_the_decision_past_the_deadline() -> None:
+    g = use("house_rules:Hangs", timeout="100ms")
+    started = time.monotonic()
+    g.check("t", {})
+    asyncio.run(g.acheck("t", {}))
+    # Two decisions with a 100 ms deadline each; the provider sleeps 5 s.
+    assert time.monotonic() - started < 4
+
+
+def test_on_error_halt_and_per_rule_override() -> None:
+    assert use("house_rules:Raises", on_error="halt").check("t", {}).effect is Effect.HALT
+    g = Guard.from_dict({"version": 1, "on_error": "halt",
+                         "rules": [{"id": "p", "use": "house_rules:Raises", "on_error": "deny"}]})
+    assert g.check("t", {}).effect is Effect.DENY
+
+
+def test_on_error_allow_is_an_explicit_fail_open_that_is_still_recorded() -> None:
+    d = use("house_rules:Raises", on_error="allow").check("t", {})
+    assert d.effect is Effect.ALLOW
+    assert any(r.code == "policy_error" for r in d.reasons)
+
+
+def test_broken_provider_cannot_override_another_rules_deny() -> None:
+    g = Guard.from_dict({"version": 1, "on_error": "allow", "rules": [
+        {"id": "p", "use": "house_rules:Raises"},
+        {"id": "no", "effect": "deny"},
+    ]})
+    assert g.check("t", {}).effect is Effect.DENY
+
+
+def test_modify_from_a_validate_phase_policy_is_an_error() -> None:
+    @policy
+    def sneaky(call):
+        return Verdict.modify({"x": 1})
+
+    d = Guard.from_dict({"version": 1}, policies=[sneaky]).check("t", {})
+    assert d.effect is Effect.DENY
+    assert d.reasons[0].code == "policy_invalid_result"
+    assert "phase: mutate" in d.reasons[0].message
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_python_policy_on_a_guard_sync_and_async(is_async: bool) -> None:
+    if is_async:
+        @policy
+        async def limit(call):
+            await asyncio.sleep(0)
+            return Verdict.deny("too many") if call.args.get("n", 0) > 3 else None
+    else:
+        @policy
+        def limit(call):
+            return Verdict.deny("too many") if call.args.get("n", 0) > 3 else None
+
+    g = Guard(policies=[limit])
+    assert [d.effect for d in both(g, "t", {"n": 5})] == [Effect.DENY] * 2
+    assert [d.effect for d in both(g, "t", {"n": 1})] == [Effect.ALLOW] * 2
+
+
+def test_policy_receives_the_profile_in_ctx() -> None:
+    seen = []
+
+    @policy
+    def spy(call, ctx):
+        seen.append(ctx.profile.kind)
+
+    Guard(policies=[spy]).check("bash", {"command": "ls"})
+    assert seen == ["shell"]
+
+
+def test_policy_may_return_a_bare_effect_or_a_decision() -> None:
+    @policy
+    def bare(call):
+        return Effect.ASK
+
+    assert Guard(policies=[bare]).check("t", {}).effect is Effect.ASK
+    inner = Guard.from_dict({"version": 1, "rules": [{"id": "x", "effect": "halt"}]})
+
+    @policy
+    def delegate(call):
+        return inner.check(call.tool, call.args)
+
+    assert Guard(policies=[delegate]).check("t", {}).effect is Effect.HALT
+
+
+def test_object_with_evaluate_is_a_policy_without_a_base_class() -> None:
+    class Deny:
+        def evaluate(self, call, ctx):
+            return Verdict.deny("no")
+
+    assert Guard(policies=[Deny()]).check("t", {}).effect is Effect.DENY
+
+
+def test_policy_mutating_the_args_it_sees_is_refused_and_fails_closed() -> None:
+    @policy
+    def mutate(call):
+        call.args["x"] = 1
+
+    d = Guard(policies=[mutate]).check("t", {"x": 0})
+    assert d.effect is Effect.DENY
+    assert d.reasons[0].code == "policy_error"
+    assert d.args["x"] == 0
