@@ -251,3 +251,35 @@ def test_policy_profiles_override_defaults_and_name_arguments() -> None:
     p = g.profile("runner")
     assert p.kind == "shell"
     assert p.get({"cmd": "ls"}, "command") == "ls"
+
+
+def _many_literal_rules() -> Guard:
+    rules = [{"id": f"env-{i}", "match": {"tool": "deploy"}, "args": {"env": f"e{i}"},
+              "effect": "deny" if i % 2 else "ask"} for i in range(20)]
+    rules.append({"id": "glob", "match": {"tool": "deploy"}, "args": {"env": "e1*"},
+                  "effect": "ask"})
+    return guard(*rules)
+
+
+def test_value_indexed_rules_decide_like_scanned_ones() -> None:
+    g = _many_literal_rules()
+    assert g.check("deploy", {"env": "e3"}).rule == "env-3"
+    assert g.check("deploy", {"env": "e4"}).effect is Effect.ASK
+    assert g.check("deploy", {"env": "nope"}).effect is Effect.ALLOW
+    assert g.check("deploy", {"env": ["e3"]}).effect is Effect.ALLOW  # unhashable value
+    assert g.check("deploy", {}).effect is Effect.ALLOW
+
+
+def test_value_indexed_rules_keep_policy_order_for_attribution() -> None:
+    d = _many_literal_rules().check("deploy", {"env": "e12"})
+    assert [m.rule for m in d.matched] == ["env-12", "glob"]
+    assert d.effect is Effect.ASK
+    assert d.rule == "env-12"
+
+
+def test_value_index_compares_types_exactly() -> None:
+    g = guard(*({"id": f"n{i}", "match": {"tool": "t"}, "args": {"n": i}, "effect": "deny"}
+                for i in range(5)))
+    assert g.check("t", {"n": 3}).rule == "n3"
+    assert g.check("t", {"n": "3"}).effect is Effect.ALLOW
+    assert g.check("t", {"n": True}).effect is Effect.ALLOW

@@ -8,16 +8,19 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from callwarden.exceptions import InvalidCall
 
-__all__ = ["MAX_ARG_DEPTH", "FrozenDict", "ToolCall", "freeze", "new_id", "parse_args", "thaw"]
+__all__ = [
+    "MAX_ARG_DEPTH", "FrozenDict", "ToolCall", "freeze", "freeze_args", "new_id", "parse_args",
+    "thaw",
+]
 
 MAX_ARG_DEPTH = 64
 
 _SCALARS = (str, int, float, bool, type(None), bytes)
+_SCALAR_TYPES = frozenset(_SCALARS)
 _PREFIX = os.urandom(4).hex()
 _COUNTER = itertools.count(1)
 
@@ -65,8 +68,25 @@ def freeze(value: Any, *, max_depth: int = MAX_ARG_DEPTH) -> Any:
     return _freeze(value, 0, max_depth, set())
 
 
+def freeze_args(args: Any, max_depth: int = MAX_ARG_DEPTH) -> FrozenDict:
+    """Freezes a call's arguments; a flat dict of plain values takes a fast path."""
+    if type(args) is dict:
+        for value in args.values():
+            if type(value) not in _SCALAR_TYPES:
+                break
+        else:
+            for key in args:
+                if type(key) is not str:
+                    break
+            else:
+                return FrozenDict(args)
+    frozen = _freeze(args, 0, max_depth, set())
+    assert type(frozen) is FrozenDict
+    return frozen
+
+
 def _freeze(value: Any, depth: int, max_depth: int, path: set[int]) -> Any:
-    if isinstance(value, _SCALARS) or type(value) is FrozenDict:
+    if type(value) in _SCALAR_TYPES or type(value) is FrozenDict or isinstance(value, _SCALARS):
         return value
     if depth >= max_depth:
         raise InvalidCall(
@@ -77,7 +97,7 @@ def _freeze(value: Any, depth: int, max_depth: int, path: set[int]) -> Any:
         raise InvalidCall("arguments contain a reference cycle", code="args_cycle")
     path.add(ident)
     try:
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):
             return FrozenDict(
                 (k if isinstance(k, str) else str(k), _freeze(v, depth + 1, max_depth, path))
                 for k, v in value.items()
@@ -108,7 +128,7 @@ def parse_args(args: Any) -> Any:
     if args is None:
         return {}
     if isinstance(args, Mapping):
-        return args
+        return args if type(args) is dict else dict(args)
     if isinstance(args, str | bytes):
         try:
             parsed = json.loads(args)
@@ -122,19 +142,54 @@ def parse_args(args: Any) -> Any:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """An immutable snapshot of one tool call: nothing downstream can change what was asked."""
-
+class _ToolCallFields(NamedTuple):
     tool: str
     args: FrozenDict
-    call_id: str = field(default_factory=new_id)
-    agent: str | None = None
-    session: str | None = None
-    principal: str | None = None
-    framework: str | None = None
-    timestamp: float = field(default_factory=time.time)
-    context: FrozenDict = field(default_factory=FrozenDict)
+    call_id: str
+    agent: str | None
+    session: str | None
+    principal: str | None
+    framework: str | None
+    timestamp: float
+    context: FrozenDict
+
+
+class ToolCall(_ToolCallFields):
+    """An immutable snapshot of one tool call: nothing downstream can change what was asked.
+
+    Attributes:
+        tool: the tool name.
+        args: the arguments, deep-copied into read-only containers.
+        call_id: the framework's id for the call (or a generated one).
+        agent, session, principal, framework: who made the call, in which conversation, on
+            whose behalf, through which framework (None when unknown).
+        timestamp: when the call was snapshotted (seconds since the epoch).
+        context: free-form read-only context (e.g. the user's request).
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        tool: str,
+        args: Any = None,
+        call_id: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
+        principal: str | None = None,
+        framework: str | None = None,
+        timestamp: float | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> ToolCall:
+        return tuple.__new__(cls, (
+            tool,
+            args if type(args) is FrozenDict else freeze_args(parse_args(args)),
+            call_id or new_id(),
+            agent, session, principal, framework,
+            time.time() if timestamp is None else timestamp,
+            context if type(context) is FrozenDict else (
+                freeze_args(context) if context else _EMPTY),
+        ))
 
     @classmethod
     def create(
@@ -155,26 +210,23 @@ class ToolCall:
         Raises:
             InvalidCall: when the tool name or the arguments cannot be accepted.
         """
-        if not isinstance(tool, str) or not tool:
+        if type(tool) is not str or not tool:
             raise InvalidCall(f"tool name must be a non-empty string, got {tool!r:.80}",
                               code="invalid_tool")
-        frozen_args = freeze(parse_args(args), max_depth=max_depth)
-        frozen_ctx = freeze(context, max_depth=max_depth) if context else FrozenDict()
-        return cls(
-            tool=tool,
-            args=frozen_args,
-            call_id=call_id or new_id(),
-            agent=agent,
-            session=session,
-            principal=principal,
-            framework=framework,
-            context=frozen_ctx,
-        )
+        if type(args) is not dict:
+            args = parse_args(args)
+        return tuple.__new__(cls, (
+            tool,
+            freeze_args(args, max_depth),
+            call_id or new_id(),
+            agent, session, principal, framework,
+            time.time(),
+            freeze_args(parse_args(context), max_depth) if context else _EMPTY,
+        ))
 
     def replace_args(self, args: FrozenDict) -> ToolCall:
         """Returns the same call with other (already frozen) arguments."""
-        return ToolCall(self.tool, args, self.call_id, self.agent, self.session, self.principal,
-                        self.framework, self.timestamp, self.context)
+        return tuple.__new__(ToolCall, (self[0], args, *self[2:]))
 
     def to_dict(self) -> dict[str, Any]:
         """Returns a JSON-safe dict of the call."""
@@ -191,3 +243,6 @@ class ToolCall:
             "timestamp": self.timestamp,
             "context": json_safe(self.context),
         }
+
+
+_EMPTY = FrozenDict()

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from callwarden._decision import Effect, Mode, Verdict
 
 __all__ = ["Combiner", "Entry", "FirstMatch", "StrictestWins"]
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One rule's verdict on a call, as the combiner sees it."""
 
     rule: str
@@ -21,11 +19,6 @@ class Entry:
     mode: Mode
     order: int
     decisive: bool = True
-
-    @property
-    def effect(self) -> Effect:
-        """The verdict's effect."""
-        return self.verdict.effect
 
 
 class Combiner(Protocol):

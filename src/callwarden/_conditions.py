@@ -13,7 +13,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from callwarden._call import FrozenDict
 from callwarden._matchers import CompileEnv, ConfigError, Hit, Matcher, Subject, register_condition
+from callwarden._rules import is_glob
 
 __all__ = ["ArgsMatcher", "compile_permission_pattern"]
 
@@ -25,11 +27,12 @@ _CONDITION_MODULES: tuple[str, ...] = ()
 class ArgsMatcher:
     """``args: {path.to.arg: pattern}``: every listed argument matches one of its patterns.
 
-    A string pattern is a glob (``*``, ``?``, ``[...]``) matched against string values; any other
-    value (number, bool, null) must be equal. A list gives alternatives.
+    A string pattern with ``*``, ``?`` or ``[...]`` is a glob over string values; any other
+    value must be equal (same type). A list gives alternatives. Rules whose only condition is
+    one argument with literal values are indexed by that value (see ``index_key``).
     """
 
-    __slots__ = ("_checks",)
+    __slots__ = ("_checks", "index_key")
 
     def __init__(self, config: Any, env: CompileEnv) -> None:
         if not isinstance(config, Mapping) or not config:
@@ -38,30 +41,40 @@ class ArgsMatcher:
         checks = []
         for name, patterns in config.items():
             values = patterns if isinstance(patterns, list) else [patterns]
-            globs = [p for p in values if isinstance(p, str)]
-            literals = [p for p in values if not isinstance(p, str)]
-            if any(isinstance(v, Mapping | list) for v in literals):
+            if not values or any(isinstance(v, Mapping | list) for v in values):
                 raise ConfigError("patterns must be strings or plain values", key=name)
+            globs = [p for p in values if isinstance(p, str) and is_glob(p)]
+            exact = frozenset((type(v), v) for v in values if not (isinstance(v, str) and is_glob(v)))
             regex = re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs), re.S) \
                 if globs else None
-            checks.append((str(name).split("."), regex, tuple(literals)))
+            checks.append((tuple(str(name).split(".")), exact, regex))
         self._checks = tuple(checks)
+        only = checks[0] if len(checks) == 1 else None
+        #: (argument name, literal values) when this matcher is one top-level argument compared
+        #: with literals: the engine then finds the rule by the argument's value.
+        self.index_key: tuple[str, frozenset[Any]] | None = (
+            (only[0][0], frozenset(v for _, v in only[1]))
+            if only is not None and len(only[0]) == 1 and only[2] is None else None)
 
     def __call__(self, subject: Subject) -> Hit | None:
-        details = []
-        for path, regex, literals in self._checks:
-            value: Any = subject.args
+        args = subject.call.args
+        for path, exact, regex in self._checks:
+            value: Any = args
             for part in path:
-                if not isinstance(value, Mapping) or part not in value:
+                if type(value) is not FrozenDict or part not in value:
                     return None
                 value = value[part]
-            if isinstance(value, str):
-                if regex is None or regex.match(value) is None:
-                    return None
-            elif not any(value == lit and type(value) is type(lit) for lit in literals):
+            try:
+                found = (type(value), value) in exact
+            except TypeError:  # unhashable value (a list or mapping): only globs could match
+                found = False
+            if not found and (regex is None or type(value) is not str
+                              or regex.match(value) is None):
                 return None
-            details.append(f"args.{'.'.join(path)} matches")
-        return Hit("; ".join(details), "args.matched")
+        if len(self._checks) == 1:
+            return Hit(f"args.{'.'.join(self._checks[0][0])} matches", "args.matched")
+        return Hit("; ".join(f"args.{'.'.join(p)} matches" for p, _, _ in self._checks),
+                   "args.matched")
 
 
 class _PrimaryGlob:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from callwarden._call import FrozenDict, ToolCall
 from callwarden._jsonsafe import json_safe
@@ -22,18 +21,17 @@ class Effect(str, Enum):
     DENY = "deny"
     HALT = "halt"
 
-    @property
-    def strictness(self) -> int:
-        """Rank used to combine verdicts: the strictest effect wins."""
-        return _STRICTNESS[self]
-
-    @property
-    def allows(self) -> bool:
-        """True for the effects that let the tool run (allow, modify)."""
-        return self is Effect.ALLOW or self is Effect.MODIFY
+    # Set below as plain member attributes: an enum property costs more than a decision step.
+    strictness: int
+    """Rank used to combine verdicts: the strictest effect wins."""
+    allows: bool
+    """True for the effects that let the tool run (allow, modify)."""
 
 
-_STRICTNESS = {Effect.ALLOW: 0, Effect.MODIFY: 0, Effect.ASK: 1, Effect.DENY: 2, Effect.HALT: 3}
+for _member, _rank in ((Effect.ALLOW, 0), (Effect.MODIFY, 0), (Effect.ASK, 1), (Effect.DENY, 2),
+                       (Effect.HALT, 3)):
+    _member.strictness = _rank
+    _member.allows = _rank == 0
 
 
 class Mode(str, Enum):
@@ -43,8 +41,7 @@ class Mode(str, Enum):
     OBSERVE = "observe"
 
 
-@dataclass(frozen=True, slots=True)
-class Reason:
+class Reason(NamedTuple):
     """Why a decision was made: a stable machine code and a human message."""
 
     code: str
@@ -52,8 +49,7 @@ class Reason:
     rule: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RuleMatch:
+class RuleMatch(NamedTuple):
     """One rule that had an opinion on the call (attribution), whether or not it decided."""
 
     rule: str
@@ -64,8 +60,7 @@ class RuleMatch:
     detail: str
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What one policy says about a call. Build it with the named constructors.
 
     ``Verdict.deny("Use the staging bucket instead.")`` reads as what it does; ``None`` from a
@@ -79,7 +74,7 @@ class Verdict:
     detail: str | None = None
 
     @classmethod
-    def allow(cls, message: str | None = None, *, code: str = "allowed") -> Verdict:
+    def allow(cls, message: str | None = None, *, code: str = "allowed") -> Verdict:  # type: ignore[override]
         """Explicitly allows the call (an allow rule; other rules may still be stricter)."""
         return cls(Effect.ALLOW, message, code)
 
@@ -106,8 +101,7 @@ class Verdict:
         return cls(Effect.MODIFY, message, code, args)
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
     """The guard's verdict on one call, with everything needed to explain it.
 
     Attributes:

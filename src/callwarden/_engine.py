@@ -28,13 +28,14 @@ from callwarden._rules import Rule, RuleIndex, _NameSet, is_glob
 __all__ = ["Settings", "run_policy_async", "run_policy_sync"]
 
 _perf = time.perf_counter
+_new = tuple.__new__  # NamedTuple's generated __new__ is a Python call; this is not
 
 # Worker threads for user policies. A policy that hangs keeps its thread; the decision does
 # not wait for it past the deadline.
 _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=32,
                                                   thread_name_prefix="callwarden-policy")
 
-Step = tuple[Rule, Subject]
+Step = tuple[Rule, Subject, float]
 Flow = Generator[Step, Verdict | None, Decision]
 
 
@@ -57,8 +58,8 @@ class _ErrorVerdict(Exception):
 class Engine:
     """Compiled rules + profiles + settings; decides calls. Immutable once built."""
 
-    __slots__ = ("_combiner", "_index", "_profile_cache", "_profile_globs", "_profiles",
-                 "rules", "settings")
+    __slots__ = ("_combiner", "_default_reasons", "_index", "_profile_cache", "_profile_globs",
+                 "_profiles", "rules", "settings")
 
     def __init__(
         self,
@@ -76,6 +77,9 @@ class Engine:
         self._profiles = {k: v for k, v in profiles.items() if not is_glob(k)}
         self._profile_globs = [(_NameSet([k]), v) for k, v in profiles.items() if is_glob(k)]
         self._profile_cache: dict[str, ToolProfile] = {}
+        self._default_reasons = (Reason(
+            f"default_{settings.default.value}",
+            f"no rule decided; the policy default is {settings.default.value}", "default"),)
 
     # -- profiles ---------------------------------------------------------------------------
 
@@ -112,30 +116,32 @@ class Engine:
         for rule in plan.mutators:
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue
-            verdict = (yield rule, subject) if rule.external else self._inline(rule, subject)
+            verdict = (yield rule, subject, deadline) if rule.external else self._inline(rule, subject)
             if verdict is None:
                 continue
             mode = rule.mode or settings.mode
-            entries.append(Entry(rule.id, rule.source, verdict, mode, rule.order))
+            entries.append(_new(Entry, (rule.id, rule.source, verdict, mode, rule.order, True)))
             if (verdict.effect is Effect.MODIFY and mode is Mode.ENFORCE
                     and verdict.args is not None):
                 args = verdict.args if isinstance(verdict.args, FrozenDict) else _freeze(verdict.args)
                 current = current.replace_args(args)
                 subject = Subject(current, profile)
 
-        for rule in plan.validators:
+        for rule in plan.validators_for(current.args):
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue
-            verdict = (yield rule, subject) if rule.external else self._inline(rule, subject)
+            verdict = (yield rule, subject, deadline) if rule.external else self._inline(rule, subject)
             if verdict is None:
                 continue
             if verdict.effect is Effect.MODIFY:
                 verdict = self.error_verdict(rule, InvalidResult(
                     "returned modify in the validate phase; declare the rule with "
                     "'phase: mutate' (or @policy(phase='mutate')) to rewrite arguments"))
-            entries.append(Entry(rule.id, rule.source, verdict, rule.mode or settings.mode,
-                                 rule.order))
+            entries.append(_new(Entry, (rule.id, rule.source, verdict,
+                                        rule.mode or settings.mode, rule.order, True)))
 
+        if plan.by_value and len(entries) > 1:
+            entries.sort(key=_by_order)  # indexed rules were evaluated out of policy order
         if _perf() > deadline:
             entries.append(Entry("deadline", None, Verdict(
                 settings.on_error,
@@ -167,16 +173,27 @@ class Engine:
     def _decide(self, call: ToolCall, current: ToolCall, profile: ToolProfile,
                 entries: list[Entry], started: float, decision_id: str) -> Decision:
         settings = self.settings
+        if not entries and profile.requires_approval is None:
+            # Nobody had an opinion: the default decides (the common case, kept short).
+            effect = settings.default if settings.mode is Mode.ENFORCE else Effect.ALLOW
+            return _new(Decision, (
+                effect, call, call.args, self._default_reasons, "default",
+                settings.default_source, (),
+                "" if effect is Effect.ALLOW else _message(effect, call.tool, None,
+                                                           self._default_reasons),
+                settings.mode,
+                settings.default if settings.mode is Mode.OBSERVE else None,
+                decision_id, _perf() - started, settings.name))
         if profile.requires_approval is not None:
             entries = self._apply_profile_approval(profile, entries)
 
-        deciding = [e for e in entries if e.decisive and e.effect is not Effect.MODIFY]
+        deciding = [e for e in entries if e.decisive and e.verdict.effect is not Effect.MODIFY]
         enforced = [e for e in deciding if e.mode is Mode.ENFORCE]
         chosen = self._combiner.select(enforced)
         observed = len(enforced) != len(deciding) or settings.mode is Mode.OBSERVE
 
         if chosen is not None:
-            effect = chosen.effect
+            effect = chosen.verdict.effect
         elif settings.mode is Mode.ENFORCE:
             effect = settings.default
         else:
@@ -184,12 +201,11 @@ class Engine:
         would: Effect | None = None
         if observed:
             would_entry = self._combiner.select(deciding)
-            would = would_entry.effect if would_entry is not None else settings.default
-            if would is Effect.ALLOW and any(e.effect is Effect.MODIFY for e in entries):
+            would = would_entry.verdict.effect if would_entry is not None else settings.default
+            if would is Effect.ALLOW and any(e.verdict.effect is Effect.MODIFY for e in entries):
                 would = Effect.MODIFY
 
-        modified = current.args is not call.args
-        if effect is Effect.ALLOW and modified:
+        if effect is Effect.ALLOW and current.args is not call.args:
             effect = Effect.MODIFY
         args = current.args if effect.allows else call.args
 
@@ -197,20 +213,20 @@ class Engine:
         if chosen is not None:
             rule_id, source = chosen.rule, chosen.source
         elif effect is Effect.MODIFY:
-            first = next(e for e in entries if e.effect is Effect.MODIFY and e.mode is Mode.ENFORCE)
+            first = next(e for e in entries
+                         if e.verdict.effect is Effect.MODIFY and e.mode is Mode.ENFORCE)
             rule_id, source = first.rule, first.source
         else:
             rule_id, source = "default", settings.default_source
-        message = _message(effect, call.tool, chosen, reasons)
         matched = tuple(
-            RuleMatch(e.rule, e.source, e.effect, e.mode, e.verdict.code or "matched",
+            RuleMatch(e.rule, e.source, e.verdict.effect, e.mode, e.verdict.code or "matched",
                       e.verdict.detail or e.verdict.message or "")
             for e in entries
         )
         return Decision(
-            effect=effect, call=call, args=args, reasons=reasons, rule=rule_id, source=source,
-            matched=matched, message=message, mode=settings.mode, would_effect=would,
-            decision_id=decision_id, elapsed=_perf() - started, policy=settings.name,
+            effect, call, args, reasons, rule_id, source, matched,
+            _message(effect, call.tool, chosen, reasons), settings.mode, would, decision_id,
+            _perf() - started, settings.name,
         )
 
     def _apply_profile_approval(self, profile: ToolProfile, entries: list[Entry]) -> list[Entry]:
@@ -223,7 +239,7 @@ class Engine:
         # requires_approval: false exempts the tool from ask rules (kept for attribution).
         return [
             Entry(e.rule, e.source, e.verdict, e.mode, e.order, decisive=False)
-            if e.effect is Effect.ASK else e
+            if e.verdict.effect is Effect.ASK else e
             for e in entries
         ]
 
@@ -233,20 +249,21 @@ class Engine:
         for e in entries:
             relevant = (
                 e.mode is Mode.ENFORCE and e.decisive and (
-                    (effect is Effect.MODIFY and e.effect in (Effect.MODIFY, Effect.ALLOW))
-                    or (effect is not Effect.MODIFY and e.effect.strictness == effect.strictness
-                        and (chosen is not None or e.effect is not Effect.ALLOW))
+                    (effect is Effect.MODIFY and e.verdict.effect in (Effect.MODIFY, Effect.ALLOW))
+                    or (effect is not Effect.MODIFY and e.verdict.effect.strictness == effect.strictness
+                        and (chosen is not None or e.verdict.effect is not Effect.ALLOW))
                 )
             )
             if relevant or (e.verdict.code or "").startswith("policy_"):
                 reasons.append(Reason(e.verdict.code or "matched",
                                       e.verdict.detail or e.verdict.message or e.rule, e.rule))
         if chosen is None and effect is not Effect.MODIFY:
-            reasons.append(Reason(
-                f"default_{self.settings.default.value}",
-                f"no rule decided; the policy default is {self.settings.default.value}",
-                "default"))
+            reasons.extend(self._default_reasons)
         return tuple(reasons)
+
+
+def _by_order(entry: Entry) -> int:
+    return entry.order
 
 
 def _freeze(args: Any) -> FrozenDict:

@@ -19,7 +19,6 @@ __all__ = ["Guard"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _perf = time.perf_counter
-_CALL_FIELDS = ("call_id", "agent", "session", "principal", "framework")
 
 
 class Guard:
@@ -111,67 +110,76 @@ class Guard:
 
     # -- deciding ---------------------------------------------------------------------------
 
-    def _start(self, tool: Any, args: Any, kwargs: dict[str, Any]) -> tuple[Flow | None, Decision | None, float]:
-        started = _perf()
-        decision_id = new_id()
-        fields = {k: kwargs.pop(k) for k in _CALL_FIELDS if k in kwargs}
-        context = kwargs.pop("context", None) or {}
-        if kwargs:
-            context = {**context, **kwargs}
-        try:
-            call = ToolCall.create(tool, args, context=context, **fields)
-        except InvalidCall as e:
-            return None, self._invalid(tool, e, fields, started, decision_id), started
-        return self._engine.flow(call, started, decision_id), None, started
-
     def _invalid(self, tool: Any, error: InvalidCall, fields: dict[str, Any], started: float,
                  decision_id: str) -> Decision:
         name = tool if isinstance(tool, str) and tool else "<invalid>"
-        call = ToolCall(tool=name[:200], args=FrozenDict(), **{
+        call = ToolCall(name[:200], FrozenDict(), **{
             k: (v if isinstance(v, str) or v is None else str(v)) for k, v in fields.items()})
         reason = Reason(error.code, str(error), "input")
         return Decision(
-            effect=Effect.DENY, call=call, args=call.args, reasons=(reason,), rule="input",
-            source=None, matched=(), mode=self._engine.settings.mode, would_effect=None,
-            message=f"The call to '{name[:200]}' was rejected: {error}. Send the arguments as a "
-                    "JSON object of plain values.",
-            decision_id=decision_id, elapsed=_perf() - started, policy=self._engine.settings.name,
+            Effect.DENY, call, call.args, (reason,), "input", None, (),
+            f"The call to '{name[:200]}' was rejected: {error}. Send the arguments as a JSON "
+            "object of plain values.",
+            self._engine.settings.mode, None, decision_id, _perf() - started,
+            self._engine.settings.name,
         )
 
-    def check(self, tool: str, args: Any = None, **context: Any) -> Decision:
+    def _flow(self, tool: Any, args: Any, call_id: str | None, agent: str | None,
+              session: str | None, principal: str | None, framework: str | None,
+              context: Mapping[str, Any] | None, extra: dict[str, Any]) -> Flow | Decision:
+        """Snapshots the call and starts its decision flow (or returns the input's deny)."""
+        started = _perf()
+        decision_id = new_id()
+        if extra:
+            context = {**(context or {}), **extra}
+        try:
+            call = ToolCall.create(tool, args, call_id=call_id or decision_id, agent=agent,
+                                   session=session, principal=principal, framework=framework,
+                                   context=context)
+        except InvalidCall as e:
+            fields = {"call_id": call_id, "agent": agent, "session": session,
+                      "principal": principal, "framework": framework}
+            return self._invalid(tool, e, fields, started, decision_id)
+        return self._engine.flow(call, started, decision_id)
+
+    def check(self, tool: str, args: Any = None, *, call_id: str | None = None,
+              agent: str | None = None, session: str | None = None,
+              principal: str | None = None, framework: str | None = None,
+              context: Mapping[str, Any] | None = None, **extra: Any) -> Decision:
         """Decides one call. Never raises for a bad call: it returns a deny with the reason.
 
-        Keyword arguments ``agent``, ``session``, ``principal``, ``framework``, ``call_id`` fill
-        the call's fields; ``context=`` and any other keyword go into ``call.context``.
+        ``agent``, ``session``, ``principal``, ``framework`` and ``call_id`` fill the call's
+        fields; ``context`` and any other keyword argument go into ``call.context``.
         """
-        flow, invalid, started = self._start(tool, args, context)
-        if flow is None:
-            assert invalid is not None
-            return invalid
+        flow = self._flow(tool, args, call_id, agent, session, principal, framework, context,
+                          extra)
+        if type(flow) is Decision:
+            return flow
         engine = self._engine
-        deadline = started + engine.settings.timeout
         try:
-            rule, subject = next(flow)
+            rule, subject, deadline = next(flow)  # type: ignore[arg-type]
             while True:
                 verdict = run_policy_sync(engine, rule, subject, deadline)
-                rule, subject = flow.send(verdict)
+                rule, subject, deadline = flow.send(verdict)  # type: ignore[union-attr]
         except StopIteration as done:
             decision: Decision = done.value
             return decision
 
-    async def acheck(self, tool: str, args: Any = None, **context: Any) -> Decision:
+    async def acheck(self, tool: str, args: Any = None, *, call_id: str | None = None,
+                     agent: str | None = None, session: str | None = None,
+                     principal: str | None = None, framework: str | None = None,
+                     context: Mapping[str, Any] | None = None, **extra: Any) -> Decision:
         """Async twin of ``check``: user policies are awaited (``aevaluate``) with the deadline."""
-        flow, invalid, started = self._start(tool, args, context)
-        if flow is None:
-            assert invalid is not None
-            return invalid
+        flow = self._flow(tool, args, call_id, agent, session, principal, framework, context,
+                          extra)
+        if type(flow) is Decision:
+            return flow
         engine = self._engine
-        deadline = started + engine.settings.timeout
         try:
-            rule, subject = next(flow)
+            rule, subject, deadline = next(flow)  # type: ignore[arg-type]
             while True:
                 verdict = await run_policy_async(engine, rule, subject, deadline)
-                rule, subject = flow.send(verdict)
+                rule, subject, deadline = flow.send(verdict)  # type: ignore[union-attr]
         except StopIteration as done:
             decision: Decision = done.value
             return decision

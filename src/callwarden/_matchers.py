@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from callwarden._call import ToolCall
 from callwarden._profiles import ToolProfile
@@ -46,7 +46,6 @@ class ConfigError(ValueError):
         super().__init__(message)
 
 
-@dataclass(slots=True)
 class Subject:
     """What a matcher sees: the call, its tool profile, and a per-call memo.
 
@@ -54,9 +53,16 @@ class Subject:
     canonical path): the first matcher to need it computes it, the others reuse it.
     """
 
-    call: ToolCall
-    profile: ToolProfile
-    memo: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("call", "memo", "profile")
+
+    def __init__(self, call: ToolCall, profile: ToolProfile,
+                 memo: dict[str, Any] | None = None) -> None:
+        self.call = call
+        self.profile = profile
+        self.memo: dict[str, Any] = {} if memo is None else memo
+
+    def __repr__(self) -> str:
+        return f"Subject({self.call.tool!r}, kind={self.profile.kind!r})"
 
     @property
     def args(self) -> Mapping[str, Any]:
@@ -73,8 +79,7 @@ class Subject:
         return self.profile.primary(self.call.args)
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(NamedTuple):
     """A matcher's finding: why it matched, a reason code, and rewritten args for ``modify``."""
 
     detail: str

@@ -259,15 +259,44 @@ class Rule:
                 return None
             return Verdict(Effect.MODIFY, self.message, "modified" if code == "matched" else code,
                            args, "; ".join(details) or None)
-        return Verdict(self.effect, self.message, code, None, "; ".join(details) or None)
+        return tuple.__new__(Verdict, (self.effect, self.message, code, None,
+                                       "; ".join(details) or None))
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The rules that can match one tool, split by phase, in policy order."""
+    """The rules that can match one tool, split by phase, in policy order.
+
+    ``by_value`` holds validate rules whose only condition compares one argument with literal
+    values: ``(argument, {value: rules})``, so they cost one lookup whatever their number.
+    """
 
     mutators: tuple[Rule, ...]
     validators: tuple[Rule, ...]
+    by_value: tuple[tuple[str, dict[Any, tuple[Rule, ...]]], ...] = ()
+
+    def validators_for(self, args: Mapping[str, Any]) -> Sequence[Rule]:
+        """The validate rules that can match these arguments."""
+        if not self.by_value:
+            return self.validators
+        found = list(self.validators)
+        for key, table in self.by_value:
+            value = args.get(key)
+            if value is None:
+                continue
+            try:
+                rules = table.get(value)
+            except TypeError:  # unhashable argument value: no literal can equal it
+                continue
+            if rules:
+                found.extend(rules)
+        return found
+
+
+def _value_index(rule: Rule) -> tuple[str, frozenset[Any]] | None:
+    if rule.policy is not None or rule.phase == "mutate" or len(rule.conditions) != 1:
+        return None
+    return getattr(rule.conditions[0][1], "index_key", None)
 
 
 class RuleIndex:
@@ -324,7 +353,29 @@ class RuleIndex:
             if id(rule) not in seen and rule.selector.static_match(profile):
                 seen[id(rule)] = rule
         ordered = sorted(seen.values(), key=lambda r: r.order)
+        scanned: list[Rule] = []
+        tables: dict[str, dict[Any, list[Rule]]] = {}
+        for rule in ordered:
+            if rule.phase == "mutate":
+                continue
+            key = _value_index(rule)
+            if key is None:
+                scanned.append(rule)
+                continue
+            table = tables.setdefault(key[0], {})
+            for value in key[1]:
+                table.setdefault(value, []).append(rule)
+        # Indexing pays off only when several rules share an argument.
+        by_value = []
+        for name, table in tables.items():
+            rules = {id(r): r for rs in table.values() for r in rs}
+            if len(rules) < 3:
+                scanned.extend(rules.values())
+            else:
+                by_value.append((name, {v: tuple(rs) for v, rs in table.items()}))
+        scanned.sort(key=lambda r: r.order)
         return Plan(
             tuple(r for r in ordered if r.phase == "mutate"),
-            tuple(r for r in ordered if r.phase != "mutate"),
+            tuple(scanned),
+            tuple(by_value),
         )

@@ -1,0 +1,175 @@
+"""Decision cost of the core engine, and guarded-call overhead against callguard 0.3.0.
+
+Run: .venv/bin/python bench/bench_core.py   (needs `pip install -e .[bench]` for callguard)
+
+Measures, in one run on this machine:
+  guard.check median / p99 for (a) a 1-rule policy, (b) a 12-rule realistic policy,
+  (c) 10,000 rules spread over 1,000 tool names;
+  the overhead per guarded call of guard.arun, of callguard's CallGuard.run with an equivalent
+  tool-name contract, and of calling the tool directly (the baseline).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from callwarden import Guard
+
+HERE = Path(__file__).parent
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+_ns = time.perf_counter_ns
+
+
+def stats(samples: list[int]) -> dict[str, float]:
+    samples.sort()
+    return {"median_us": statistics.median(samples) / 1000,
+            "p99_us": samples[int(len(samples) * 0.99)] / 1000}
+
+
+def time_sync(fn: Any, calls: list[tuple[str, dict]], n: int = N) -> dict[str, float]:
+    for tool, args in calls[:200]:
+        fn(tool, args)
+    samples = []
+    gc.disable()
+    try:
+        for i in range(n):
+            tool, args = calls[i % len(calls)]
+            t0 = _ns()
+            fn(tool, args)
+            samples.append(_ns() - t0)
+    finally:
+        gc.enable()
+    return stats(samples)
+
+
+async def time_async(fn: Any, calls: list[tuple[str, dict]], n: int = N) -> dict[str, float]:
+    for tool, args in calls[:200]:
+        await fn(tool, args)
+    samples = []
+    gc.disable()
+    try:
+        for i in range(n):
+            tool, args = calls[i % len(calls)]
+            t0 = _ns()
+            await fn(tool, args)
+            samples.append(_ns() - t0)
+    finally:
+        gc.enable()
+    return stats(samples)
+
+
+def many_rules_policy(rules: int = 10_000, tools: int = 1_000) -> dict[str, Any]:
+    out = []
+    for i in range(rules):
+        tool = f"tool_{i % tools}"
+        out.append({"id": f"r{i}", "match": {"tool": tool}, "args": {"env": f"env-{i}"},
+                    "effect": "deny"})
+    return {"version": 1, "rules": out}
+
+
+REALISTIC_CALLS = [
+    ("read_file", {"path": "src/app.py"}),
+    ("bash", {"command": "ls -la src"}),
+    ("deploy", {"env": "staging"}),
+    ("fetch", {"url": "https://api.github.com/repos"}),
+    ("write_file", {"path": "notes.md", "content": "hello"}),
+    ("mcp__github__list_issues", {"repo": "a/b"}),
+]
+
+
+def tool_body(**kwargs: Any) -> int:
+    return len(kwargs)
+
+
+async def async_tool_body(**kwargs: Any) -> int:
+    return len(kwargs)
+
+
+def callguard_guard() -> Any:
+    from callguard import CallGuard, OperationLimits, Verdict, precondition
+
+    class NullSink:
+        async def emit(self, event: Any) -> None:
+            return None
+
+    # The same tool-name contracts as the realistic policy's deploy rule, per tool name.
+    contracts = []
+    for name in ("deploy", "read_file", "bash", "fetch", "write_file", "send_money",
+                 "search_docs", "mcp__github__create_issue", "mcp__db__query", "mcp__github__x",
+                 "mcp__github__delete_repo", "mcp__github__list_issues"):
+        @precondition(name)
+        def contract(envelope: Any, _name: str = name) -> Any:
+            if envelope.args.get("env") == "prod":
+                return Verdict.fail("Deploy to staging instead.")
+            return Verdict.pass_()
+
+        contracts.append(contract)
+    # Limits out of the way: callguard caps a session at 200 calls by default.
+    limits = OperationLimits(max_attempts=10**9, max_tool_calls=10**9)
+    return CallGuard(contracts=contracts, audit_sink=NullSink(), limits=limits)
+
+
+async def overheads(guard: Guard) -> dict[str, dict[str, float]]:
+    results: dict[str, dict[str, float]] = {}
+
+    async def direct(tool: str, args: dict) -> Any:
+        return await async_tool_body(**args)
+
+    async def warden(tool: str, args: dict) -> Any:
+        return await guard.arun(tool, args, async_tool_body)
+
+    results["direct call"] = await time_async(direct, REALISTIC_CALLS)
+    results["callwarden arun (b)"] = await time_async(warden, REALISTIC_CALLS)
+    try:
+        cg = callguard_guard()
+    except ImportError:
+        print("callguard is not installed: pip install callguard==0.3.0", file=sys.stderr)
+        return results
+
+    async def callguard(tool: str, args: dict) -> Any:
+        return await cg.run(tool, args, async_tool_body)
+
+    results["callguard 0.3.0 run"] = await time_async(callguard, REALISTIC_CALLS, n=N // 4)
+    return results
+
+
+def main() -> None:
+    one = Guard.from_file(HERE / "policies" / "one_rule.yaml")
+    realistic = Guard.from_file(HERE / "policies" / "realistic.yaml")
+    many = Guard.from_dict(many_rules_policy())
+    many_calls = [(f"tool_{i}", {"env": "dev"}) for i in range(0, 1000, 7)]
+
+    rows = {
+        "check (a) 1 rule": time_sync(one.check, [("deploy", {"env": "dev"})]),
+        "check (b) 12 rules": time_sync(realistic.check, REALISTIC_CALLS),
+        "check (c) 10,000 rules / 1,000 tools": time_sync(many.check, many_calls),
+    }
+    rows.update(asyncio.run(overheads(realistic)))
+    direct = rows["direct call"]["median_us"]
+    print(f"{'measure':42} {'median µs':>10} {'p99 µs':>10}  overhead µs")
+    for name, r in rows.items():
+        over = f"{r['median_us'] - direct:10.2f}" if "run" in name else ""
+        print(f"{name:42} {r['median_us']:10.2f} {r['p99_us']:10.2f}  {over}")
+    b = rows["check (b) 12 rules"]["median_us"]
+    c = rows["check (c) 10,000 rules / 1,000 tools"]["median_us"]
+    print(f"\n(c) / (b) median: {c / b:.2f}x  (target <= 1.5x)")
+    if "callguard 0.3.0 run" in rows:
+        cg_over = rows["callguard 0.3.0 run"]["median_us"] - direct
+        cw_over = rows["callwarden arun (b)"]["median_us"] - direct
+        print(f"callguard guarded-call overhead / callwarden check (b) median: {cg_over / b:.1f}x"
+              "  (target >= 10x)")
+        print(f"callguard overhead / callwarden arun overhead: {cg_over / cw_over:.1f}x")
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+    (out / "core.json").write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
