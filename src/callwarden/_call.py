@@ -44,7 +44,7 @@ class FrozenDict(dict[str, Any]):
         )
 
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _read_only
-    __ior__ = _read_only  # type: ignore[assignment]
+    __ior__ = _read_only
 
     def __copy__(self) -> FrozenDict:
         return self

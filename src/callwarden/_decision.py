@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import Enum
+from enum import StrEnum
 from typing import Any, NamedTuple
 
 from callwarden._call import FrozenDict, ToolCall
@@ -12,7 +12,7 @@ from callwarden._jsonsafe import json_safe
 __all__ = ["Decision", "Effect", "Mode", "Reason", "RuleMatch", "Verdict"]
 
 
-class Effect(str, Enum):
+class Effect(StrEnum):
     """What happens to a tool call. Ordered by strictness: ``halt > deny > ask > allow``."""
 
     ALLOW = "allow"
@@ -34,7 +34,7 @@ for _member, _rank in ((Effect.ALLOW, 0), (Effect.MODIFY, 0), (Effect.ASK, 1), (
     _member.allows = _rank == 0
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     """``enforce`` applies decisions; ``observe`` records what enforce would do and lets calls through."""
 
     ENFORCE = "enforce"
@@ -74,7 +74,7 @@ class Verdict(NamedTuple):
     detail: str | None = None
 
     @classmethod
-    def allow(cls, message: str | None = None, *, code: str = "allowed") -> Verdict:  # type: ignore[override]
+    def allow(cls, message: str | None = None, *, code: str = "allowed") -> Verdict:
         """Explicitly allows the call (an allow rule; other rules may still be stricter)."""
         return cls(Effect.ALLOW, message, code)
 

@@ -113,8 +113,9 @@ class Guard:
     def _invalid(self, tool: Any, error: InvalidCall, fields: dict[str, Any], started: float,
                  decision_id: str) -> Decision:
         name = tool if isinstance(tool, str) and tool else "<invalid>"
-        call = ToolCall(name[:200], FrozenDict(), **{
-            k: (v if isinstance(v, str) or v is None else str(v)) for k, v in fields.items()})
+        text = {k: (v if isinstance(v, str) or v is None else str(v)) for k, v in fields.items()}
+        call = ToolCall(name[:200], FrozenDict(), text["call_id"] or decision_id, text["agent"],
+                        text["session"], text["principal"], text["framework"])
         reason = Reason(error.code, str(error), "input")
         return Decision(
             Effect.DENY, call, call.args, (reason,), "input", None, (),

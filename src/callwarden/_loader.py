@@ -18,9 +18,15 @@ from typing import Any
 from callwarden._decision import Effect, Mode
 from callwarden._engine import Engine, Settings
 from callwarden._matchers import CompileEnv, ConfigError, Matcher, condition_keys, get_condition
-from callwarden._policy import FunctionPolicy, instantiate, load_object
-from callwarden._profiles import ARG_ROLES, KNOWN_KINDS, SideEffect, ToolProfile, default_profile
-from callwarden._profiles import kind_side_effect
+from callwarden._policy import instantiate, load_object
+from callwarden._profiles import (
+    ARG_ROLES,
+    KNOWN_KINDS,
+    SideEffect,
+    ToolProfile,
+    default_profile,
+    kind_side_effect,
+)
 from callwarden._rules import Rewrite, Rule, Selector
 from callwarden._units import parse_duration
 from callwarden._yamlsrc import Lines, load_yaml
@@ -478,7 +484,7 @@ def _permission_rules(raw: Any, effect_name: str, check: _Checker, lines: Lines,
         check.error(path, "must be a list of tool names or permission strings",
                     'e.g. deny: ["Bash(rm -rf *)", "Read(~/.ssh/**)", "mcp__github__*"]')
         return []
-    rules = []
+    rules: list[Rule] = []
     for i, item in enumerate(raw):
         item_path = (*path, i)
         if not isinstance(item, str):

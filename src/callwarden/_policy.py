@@ -45,7 +45,7 @@ class AsyncPolicy(Protocol):
 class FunctionPolicy:
     """A plain function (sync or async) turned into a policy by ``@policy``."""
 
-    __slots__ = ("__wrapped__", "_takes_ctx", "isolated", "is_async", "name", "phase")
+    __slots__ = ("__wrapped__", "_takes_ctx", "is_async", "isolated", "name", "phase")
 
     def __init__(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 __all__ = [
@@ -16,7 +16,7 @@ __all__ = [
 ]
 
 
-class SideEffect(str, Enum):
+class SideEffect(StrEnum):
     """What running a tool can do to the world."""
 
     NONE = "none"

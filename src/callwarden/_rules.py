@@ -14,7 +14,7 @@ from callwarden._matchers import Hit, Matcher, Subject
 from callwarden._policy import as_verdict
 from callwarden._profiles import ToolProfile
 
-__all__ = ["Plan", "Rule", "RuleIndex", "Selector", "Rewrite"]
+__all__ = ["Plan", "Rewrite", "Rule", "RuleIndex", "Selector"]
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -191,8 +191,20 @@ class Rule:
     """
 
     __slots__ = (
-        "dynamic", "conditions", "effect", "external", "id", "message", "mode", "on_error",
-        "order", "phase", "policy", "rewrite", "selector", "source",
+        "conditions",
+        "dynamic",
+        "effect",
+        "external",
+        "id",
+        "message",
+        "mode",
+        "on_error",
+        "order",
+        "phase",
+        "policy",
+        "rewrite",
+        "selector",
+        "source",
     )
 
     def __init__(

@@ -55,9 +55,13 @@ def decide_case(engine: Engine, case: Mapping[str, Any]) -> Decision:
 
 def run_case(engine: Engine, case: Mapping[str, Any], expected: str,
              where: str | None = None) -> CaseResult:
-    """Runs one case and compares its effect (``allow`` also accepts ``modify``)."""
+    """Runs one case and compares its effect (``allow`` also accepts ``modify``).
+
+    Cases check what *enforce* mode decides (``would_effect`` when rules are in observe mode),
+    so a rule can be tested before it is enforced.
+    """
     decision = decide_case(engine, case)
-    actual = decision.effect
+    actual = decision.would_effect or decision.effect
     ok = actual.value == expected or (expected == "allow" and actual is Effect.MODIFY)
     want_rule = case.get("rule")
     if ok and want_rule is not None and decision.rule != want_rule:
@@ -102,7 +106,7 @@ def run_test_file(path: Path) -> tuple[Path, list[CaseResult]]:
 
 def run_inline_examples(path: Path) -> list[CaseResult]:
     """Runs a policy file's inline ``examples`` and returns every result (failures included)."""
-    from callwarden._loader import _collect_examples, _Checker, load_policy_file
+    from callwarden._loader import _Checker, _collect_examples, load_policy_file
 
     engine = load_policy_file(path, check_examples=False)
     data, lines = load_yaml(path.read_text(encoding="utf-8"), str(path))

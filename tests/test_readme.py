@@ -1,0 +1,70 @@
+"""The README's examples work exactly as written."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from callwarden import Guard
+from callwarden.cli import main
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+BLOCKS = re.findall(r"```(\w+)([^\n]*)\n(.*?)```", README, re.S)
+
+
+def blocks(lang: str) -> list[tuple[str, str]]:
+    return [(info.strip(), body) for kind, info, body in BLOCKS if kind == lang]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name, body in blocks("yaml"):
+        if name:
+            (tmp_path / name).write_text(body)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_readme_has_the_named_policy_block() -> None:
+    assert [n for n, _ in blocks("yaml") if n] == ["policy.yaml"]
+
+
+@pytest.mark.parametrize("index", range(len(blocks("python"))))
+def test_python_blocks_run(workdir: Path, index: int) -> None:
+    _, body = blocks("python")[index]
+    exec(compile(body, f"README.md python block {index}", "exec"), {})
+
+
+def test_policy_reference_block_loads_and_its_examples_pass(workdir: Path) -> None:
+    reference = next(body for name, body in blocks("yaml") if "version: 1" in body and not name
+                     and "rules:" in body)
+    (workdir / "reference.yaml").write_text(reference)
+    guard = Guard.from_file(workdir / "reference.yaml")
+    assert guard.check("send_money", {}).effect == "ask"
+    assert main(["test", str(workdir / "reference.yaml")]) == 0
+
+
+def test_test_file_block_passes(workdir: Path, capsys) -> None:
+    body = next(body for name, body in blocks("yaml") if body.startswith("policy: policy.yaml"))
+    (workdir / "policy_test.yaml").write_text(body)
+    assert main(["test", "policy_test.yaml"]) == 0
+    assert capsys.readouterr().out.strip().endswith("2 passed, 0 failed")
+
+
+def test_check_command_denies(workdir: Path, capsys) -> None:
+    line = next(body for _, body in blocks("bash") if body.startswith("callwarden check"))
+    argv = shlex.split(line)[1:]
+    assert main(argv) == 10
+    assert capsys.readouterr().out.startswith("DENY")
+
+
+def test_lint_error_example_is_what_lint_prints(workdir: Path, capsys) -> None:
+    expected = next(body for kind, _, body in BLOCKS if kind == "text").strip()
+    (workdir / "policy.yaml").write_text(
+        "version: 1\n\n\n\nrules:\n  - id: a\n    efect: deny\n")
+    assert main(["lint", "policy.yaml"]) == 2
+    out = capsys.readouterr().out
+    assert expected in out
