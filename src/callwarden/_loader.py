@@ -37,7 +37,7 @@ __all__ = ["compile_policy", "load_policy_file", "load_policy_text"]
 Path_ = tuple[str | int, ...]
 
 _TOP_KEYS = ("version", "name", "description", "default", "mode", "on_error", "timeout",
-             "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth")
+             "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth", "lists")
 _RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_error", "phase",
               "use", "config", "examples", "set", "unset", "cap")
 _MATCH_KEYS = ("tool", "kind", "side_effect", "agent", "principal", "framework")
@@ -150,7 +150,8 @@ def compile_policy(
                     "this callwarden reads version 1")
 
     settings = _settings(data, check, lines, digest)
-    env = CompileEnv(base_dir=base_dir or Path.cwd())
+    env = CompileEnv(base_dir=base_dir or Path.cwd(),
+                     lists=_lists(data.get("lists"), check, base_dir or Path.cwd()))
     profiles = _profiles(data.get("tools"), check, lines)
     rules: list[Rule] = []
     examples: list[tuple[Path_, str, Mapping[str, Any]]] = []
@@ -228,6 +229,18 @@ def _settings(data: Mapping[str, Any], check: _Checker, lines: Lines, digest: st
         timeout=timeout,
         name=label,
     )
+
+
+def _lists(raw: Any, check: _Checker, base_dir: Path) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    from callwarden._lists import load_lists
+
+    try:
+        return load_lists(raw, base_dir)
+    except ConfigError as e:
+        check.error(("lists",) if e.key is None else ("lists", e.key), str(e), e.hint)
+        return {}
 
 
 def _profiles(raw: Any, check: _Checker, lines: Lines) -> dict[str, ToolProfile]:

@@ -286,6 +286,7 @@ class Plan:
     mutators: tuple[Rule, ...]
     validators: tuple[Rule, ...]
     by_value: tuple[tuple[str, dict[Any, tuple[Rule, ...]]], ...] = ()
+    profile: ToolProfile | None = None
 
     def validators_for(self, args: Mapping[str, Any]) -> Sequence[Rule]:
         """The validate rules that can match these arguments."""
@@ -345,7 +346,7 @@ class RuleIndex:
     def plan(self, profile: ToolProfile) -> Plan:
         """Returns the plan for a tool (cached per tool name)."""
         plan = self._cache.get(profile.name)
-        if plan is None:
+        if plan is None or plan.profile is not profile:
             plan = self._build(profile)
             if len(self._cache) >= self._MAX_CACHE:
                 self._cache.clear()
@@ -390,4 +391,5 @@ class RuleIndex:
             tuple(r for r in ordered if r.phase == "mutate"),
             tuple(scanned),
             tuple(by_value),
+            profile,
         )

@@ -1,0 +1,121 @@
+"""State stores: where limits count and session history accumulates.
+
+Pick one by URL with :func:`open_store`::
+
+    store = open_store("sqlite:///callwarden.db")
+    [budget] = store.consume([Counter("budget:s1", limit=25, window=None)], now=time.time(),
+                             commit=True)
+    if budget.exceeded: ...
+
+=====================================  ==============================================
+``memory`` / ``memory://``             this process only (the default; a test double)
+``sqlite:///relative.db``              processes of one host, survives restarts
+``sqlite:////absolute/path.db``
+``redis://host:port/db?prefix=cw:``    every host reaching the server (``redis`` extra)
+=====================================  ==============================================
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+from callwarden.state._base import Counter, CounterState, StateStore, StoreUnavailable
+from callwarden.state._history import SessionHistory
+from callwarden.state._memory import MemoryStore
+from callwarden.state._sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from callwarden.state._redis import RedisStore
+
+__all__ = [
+    "Counter",
+    "CounterState",
+    "MemoryStore",
+    "RedisStore",
+    "SQLiteStore",
+    "SessionHistory",
+    "StateStore",
+    "StoreUnavailable",
+    "open_store",
+]
+
+# Query parameters that configure the store rather than the connection.
+_FLOAT_OPTIONS = ("timeout", "history_ttl", "sweep_every")
+_STORE_OPTIONS = ("prefix", *_FLOAT_OPTIONS, "max_connections")
+
+
+def open_store(url: str, **options: Any) -> StateStore:
+    """Opens the state store a URL names.
+
+    Options (``prefix``, ``timeout``, ``history_ttl`` ...) go to the store's constructor; they
+    may also be given as query parameters (``redis://localhost:6379/0?prefix=cw:``). Keyword
+    arguments win over the URL.
+
+    Raises:
+        ValueError: The URL names no known store.
+        ImportError: The store needs a package that is not installed.
+    """
+    scheme = url.partition(":")[0].lower() if "://" in url else url.lower()
+    if scheme == "memory":
+        return MemoryStore(**_options(url, options, strict=True)[1])
+    if scheme == "sqlite":
+        parts = urlsplit(url)
+        if parts.netloc:
+            raise ValueError(
+                f"SQLite URL {url!r} has a host; write sqlite:///relative.db or "
+                "sqlite:////absolute/path.db"
+            )
+        path = unquote(parts.path[1:])
+        if not path:
+            raise ValueError(f"SQLite URL {url!r} names no file; write sqlite:///callwarden.db")
+        _, opts = _options(url, options, strict=True)
+        return SQLiteStore(path, **opts)
+    if scheme in ("redis", "rediss", "unix"):
+        try:
+            from callwarden.state._redis import RedisStore
+        except ImportError as exc:
+            raise ImportError(
+                f"The Redis store needs the redis package: pip install 'callwarden[redis]' ({exc})"
+            ) from exc
+        rest, opts = _options(url, options, strict=False)
+        return RedisStore(rest, **opts)
+    raise ValueError(
+        f"Unknown state store {url!r}: use memory, sqlite:///path.db or redis://host:port/db"
+    )
+
+
+def _options(url: str, options: dict[str, Any], *, strict: bool) -> tuple[str, dict[str, Any]]:
+    """Splits the store's options out of a URL's query; returns the URL without them."""
+    parts = urlsplit(url)
+    found: dict[str, Any] = {}
+    kept = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _STORE_OPTIONS:
+            found[name] = _convert(name, value)
+        elif strict:
+            raise ValueError(f"Unknown option {name!r} in state store URL {url!r}")
+        else:
+            kept.append((name, value))
+    found.update(options)
+    return urlunsplit(parts._replace(query=urlencode(kept))), found
+
+
+def _convert(name: str, value: str) -> Any:
+    try:
+        if name in _FLOAT_OPTIONS:
+            return float(value)
+        if name == "max_connections":
+            return int(value)
+    except ValueError:
+        raise ValueError(f"State store option {name}={value!r} must be a number") from None
+    return value
+
+
+def __getattr__(name: str) -> Any:
+    # RedisStore imports the optional redis package: only on first use.
+    if name == "RedisStore":
+        from callwarden.state._redis import RedisStore
+
+        return RedisStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

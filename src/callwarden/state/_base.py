@@ -1,0 +1,214 @@
+"""The state-store contract: atomic check-and-count for limits, and session history.
+
+A store keeps two kinds of state, each under its own namespace so that more can be added
+later (a small key-value area with compare-and-set for approval requests is planned):
+
+* **counters** — weighted events per key, read and written by :meth:`StateStore.consume`;
+* **session history** — an incremental summary per session, written by
+  :meth:`StateStore.record` and read by :meth:`StateStore.history`.
+
+Window semantics, shared by every store. An event counted at time ``t`` under a counter with
+window ``w`` *expires* at ``e = t + w`` (one float addition, stored as is). At time ``now`` it
+counts when ``now < e``: the boundary is exclusive, so the event stops counting at
+``t + w`` exactly. Events stamped after ``now`` (another process's clock running ahead) still
+count: undercounting would let calls through, overcounting only delays them. A key must always
+be used with the same window.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from callwarden.state._history import SessionHistory
+
+__all__ = [
+    "TOLERANCE",
+    "Counter",
+    "CounterState",
+    "StateStore",
+    "StoreUnavailable",
+    "exceeds",
+    "reset_time",
+]
+
+TOLERANCE = 1e-9
+"""Relative slack on ``used + weight > limit``, so that 3 x 0.1 fits a limit of 0.3."""
+
+
+class StoreUnavailable(Exception):
+    """The state store cannot be read or written right now (down, locked, too slow).
+
+    Callers must treat it as "limit unknown" and fail closed. The store object stays usable:
+    the next call tries again.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Counter:
+    """One limit to check and count: at most ``limit`` within ``window`` seconds.
+
+    Attributes:
+        key: Where usage is counted, built by the caller (``"budget:rule-id:session=s1"``).
+        limit: The most usage allowed within the window.
+        window: Sliding window in seconds; ``None`` counts forever.
+        weight: How much this call uses (1 per call, or e.g. an amount of money).
+        always: Count this call even when it is not allowed (attempt caps).
+    """
+
+    key: str
+    limit: float
+    window: float | None
+    weight: float = 1.0
+    always: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key:
+            raise ValueError(f"Counter key must be a non-empty string, got {self.key!r}")
+        if not _is_number(self.limit) or not math.isfinite(self.limit) or self.limit < 0:
+            raise ValueError(f"Counter limit must be a finite number >= 0, got {self.limit!r}")
+        if self.window is not None and (
+            not _is_number(self.window) or not math.isfinite(self.window) or self.window <= 0
+        ):
+            raise ValueError(
+                f"Counter window must be None or a finite number > 0, got {self.window!r}"
+            )
+        if not _is_number(self.weight) or not math.isfinite(self.weight) or self.weight < 0:
+            raise ValueError(f"Counter weight must be a finite number >= 0, got {self.weight!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class CounterState:
+    """What :meth:`StateStore.consume` found for one :class:`Counter`.
+
+    Attributes:
+        used: Usage within the window *before* this call.
+        exceeded: Whether ``used + weight > limit``.
+        reset_at: When enough usage leaves the window for this call to fit; ``None`` when not
+            exceeded, or when it never will (no window, or ``weight > limit``).
+    """
+
+    used: float
+    exceeded: bool
+    reset_at: float | None = None
+
+
+def exceeds(used: float, weight: float, limit: float) -> bool:
+    """Returns whether ``used + weight > limit``, with :data:`TOLERANCE` for float sums."""
+    return used + weight - limit > TOLERANCE * max(1.0, abs(limit))
+
+
+def reset_time(
+    entries: Iterable[tuple[float, float]], used: float, weight: float, limit: float
+) -> float | None:
+    """Returns when the call fits, given ``(expires_at, weight)`` entries oldest first."""
+    if exceeds(0.0, weight, limit):
+        return None
+    need = used + weight - limit - TOLERANCE * max(1.0, abs(limit))
+    removed = 0.0
+    for expires_at, entry_weight in entries:
+        removed += entry_weight
+        if removed >= need:
+            return expires_at
+    return None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class StateStore(ABC):
+    """Where limits count and session history accumulates; shared by the processes using it.
+
+    One abstract method per operation, each with an ``a``-prefixed async twin of the same
+    semantics. Pick a store with :func:`callwarden.state.open_store`.
+    """
+
+    __slots__ = ()
+
+    @abstractmethod
+    def consume(
+        self, counters: Sequence[Counter], *, now: float, commit: bool
+    ) -> list[CounterState]:
+        """Checks every counter and counts this call, atomically as a whole.
+
+        Usage of a counter is the sum of the weights counted under its key that have not
+        expired at ``now`` (see the module docstring). ``always`` counters are counted in every
+        case. The others are counted only when ``commit`` is true and no counter is exceeded:
+        all or nothing.
+
+        Args:
+            counters: The limits that apply to this call.
+            now: The call's time, in seconds (``time.time()``).
+            commit: Count the call (``False`` only checks, apart from ``always`` counters).
+
+        Returns:
+            One :class:`CounterState` per counter, in the same order.
+
+        Raises:
+            StoreUnavailable: The store failed; nothing is known about the limits.
+        """
+
+    @abstractmethod
+    async def aconsume(
+        self, counters: Sequence[Counter], *, now: float, commit: bool
+    ) -> list[CounterState]:
+        """Async twin of :meth:`consume`."""
+
+    @abstractmethod
+    def record(self, session: str, tool: str, effect: str, *, now: float) -> None:
+        """Adds one decided call to a session's history, in constant time.
+
+        Raises:
+            StoreUnavailable: The store failed.
+        """
+
+    @abstractmethod
+    async def arecord(self, session: str, tool: str, effect: str, *, now: float) -> None:
+        """Async twin of :meth:`record`."""
+
+    @abstractmethod
+    def history(self, session: str) -> SessionHistory:
+        """Returns a snapshot of a session's history; cost does not grow with its length.
+
+        Raises:
+            StoreUnavailable: The store failed.
+        """
+
+    @abstractmethod
+    async def ahistory(self, session: str) -> SessionHistory:
+        """Async twin of :meth:`history`."""
+
+    def close(self) -> None:  # noqa: B027 - optional: a store may hold nothing to release
+        """Releases connections and files. The store must not be used afterwards."""
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`."""
+        self.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

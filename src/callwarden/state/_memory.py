@@ -1,0 +1,153 @@
+"""The in-process store: the default, and the test double for the others."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import deque
+from collections.abc import Sequence
+
+from callwarden.state._base import Counter, CounterState, StateStore, exceeds, reset_time
+from callwarden.state._history import HistoryTally, SessionHistory
+
+__all__ = ["MemoryStore"]
+
+
+class _Series:
+    """The usage under one key: its total and, for a window, ``(expires_at, weight)`` entries
+    oldest first (``None`` for a key counted forever)."""
+
+    __slots__ = ("entries", "total")
+
+    def __init__(self, windowed: bool) -> None:
+        self.entries: deque[tuple[float, float]] | None = deque() if windowed else None
+        self.total = 0.0
+
+    def prune(self, now: float) -> None:
+        entries = self.entries
+        if entries and entries[0][0] <= now:
+            while entries and entries[0][0] <= now:
+                self.total -= entries.popleft()[1]
+            if not entries:
+                # Forget the rounding a running float sum picks up.
+                self.total = 0.0
+
+    def add(self, expires_at: float | None, weight: float) -> None:
+        self.total += weight
+        entries = self.entries
+        if entries is None or expires_at is None:
+            return
+        if not entries or expires_at >= entries[-1][0]:
+            entries.append((expires_at, weight))
+        else:
+            # Only when callers pass clocks that disagree; keep entries ordered.
+            bisect.insort(entries, (expires_at, weight))
+
+
+class MemoryStore(StateStore):
+    """Counters and history in this process's memory, safe across threads and tasks.
+
+    Expired entries are dropped when their key is next used, and every ``sweep_every`` seconds
+    (of the ``now`` callers pass) for keys nobody uses any more, so memory stays bounded by
+    the usage inside the windows.
+
+    Args:
+        history_ttl: Forget a session's history this many seconds after its last call
+            (``None``: keep it while the process lives).
+        sweep_every: Seconds between sweeps of unused keys.
+    """
+
+    __slots__ = ("_history", "_history_ttl", "_lock", "_next_sweep", "_series", "_sweep_every")
+
+    def __init__(self, *, history_ttl: float | None = None, sweep_every: float = 60.0) -> None:
+        self._lock = threading.Lock()
+        self._series: dict[str, _Series] = {}
+        self._history: dict[str, HistoryTally] = {}
+        self._history_ttl = history_ttl
+        self._sweep_every = sweep_every
+        self._next_sweep: float | None = None
+
+    def consume(
+        self, counters: Sequence[Counter], *, now: float, commit: bool
+    ) -> list[CounterState]:
+        """See :meth:`StateStore.consume`."""
+        with self._lock:
+            self._maybe_sweep(now)
+            found: list[_Series | None] = []
+            exceeded: list[bool] = []
+            for counter in counters:
+                series = self._series.get(counter.key)
+                if series is not None:
+                    series.prune(now)
+                found.append(series)
+                used = series.total if series is not None else 0.0
+                exceeded.append(exceeds(used, counter.weight, counter.limit))
+            states = [
+                _state(counter, series, hit)
+                for counter, series, hit in zip(counters, found, exceeded, strict=True)
+            ]
+            allowed = commit and not any(exceeded)
+            for counter in counters:
+                if counter.weight and (allowed or counter.always):
+                    window = counter.window
+                    series = self._series.get(counter.key)
+                    if series is None:
+                        series = self._series[counter.key] = _Series(window is not None)
+                    series.add(None if window is None else now + window, counter.weight)
+            return states
+
+    async def aconsume(
+        self, counters: Sequence[Counter], *, now: float, commit: bool
+    ) -> list[CounterState]:
+        """See :meth:`StateStore.consume`. Runs inline: the lock is held for microseconds."""
+        return self.consume(counters, now=now, commit=commit)
+
+    def record(self, session: str, tool: str, effect: str, *, now: float) -> None:
+        """See :meth:`StateStore.record`."""
+        with self._lock:
+            tally = self._history.get(session)
+            if tally is None:
+                tally = self._history[session] = HistoryTally()
+            tally.add(tool, effect, now)
+
+    async def arecord(self, session: str, tool: str, effect: str, *, now: float) -> None:
+        """See :meth:`StateStore.record`."""
+        self.record(session, tool, effect, now=now)
+
+    def history(self, session: str) -> SessionHistory:
+        """See :meth:`StateStore.history`."""
+        with self._lock:
+            tally = self._history.get(session)
+            return SessionHistory(session) if tally is None else tally.snapshot(session)
+
+    async def ahistory(self, session: str) -> SessionHistory:
+        """See :meth:`StateStore.history`."""
+        return self.history(session)
+
+    def close(self) -> None:
+        """Drops all state."""
+        with self._lock:
+            self._series.clear()
+            self._history.clear()
+
+    def _maybe_sweep(self, now: float) -> None:
+        if self._next_sweep is not None and now < self._next_sweep:
+            return
+        self._next_sweep = now + self._sweep_every
+        for key, series in list(self._series.items()):
+            if series.entries is not None:
+                series.prune(now)
+                if not series.entries:
+                    del self._series[key]
+        if self._history_ttl is not None:
+            cutoff = now - self._history_ttl
+            for session, tally in list(self._history.items()):
+                if tally.last_time is not None and tally.last_time <= cutoff:
+                    del self._history[session]
+
+
+def _state(counter: Counter, series: _Series | None, hit: bool) -> CounterState:
+    used = series.total if series is not None else 0.0
+    if not hit or series is None or series.entries is None:
+        return CounterState(used, hit, None)
+    return CounterState(used, hit, reset_time(series.entries, used, counter.weight, counter.limit))

@@ -1,0 +1,333 @@
+"""The SQLite store: shared by the processes of one host, and kept across restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import TypeVar
+
+from callwarden.state._base import (
+    Counter,
+    CounterState,
+    StateStore,
+    StoreUnavailable,
+    exceeds,
+    reset_time,
+)
+from callwarden.state._history import SessionHistory
+
+__all__ = ["SQLiteStore"]
+
+_T = TypeVar("_T")
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
+
+# {p} is the table prefix. Windowed usage is one row per event in `entries` plus a running
+# total in `counters`; a key counted forever is only its `counters` row.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS {p}entries (
+    key TEXT NOT NULL, expires_at REAL NOT NULL, weight REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS {p}entries_key ON {p}entries (key, expires_at);
+CREATE TABLE IF NOT EXISTS {p}counters (
+    key TEXT PRIMARY KEY, total REAL NOT NULL, entries INTEGER NOT NULL, expires_at REAL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS {p}counters_expiry ON {p}counters (expires_at);
+CREATE TABLE IF NOT EXISTS {p}sessions (
+    session TEXT PRIMARY KEY, count INTEGER NOT NULL,
+    first_time REAL, last_time REAL, last_tool TEXT
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS {p}sessions_last ON {p}sessions (last_time);
+CREATE TABLE IF NOT EXISTS {p}session_tools (
+    session TEXT NOT NULL, tool TEXT NOT NULL, effect TEXT NOT NULL,
+    count INTEGER NOT NULL, last_time REAL,
+    PRIMARY KEY (session, tool, effect)
+) WITHOUT ROWID;
+"""
+
+
+class SQLiteStore(StateStore):
+    """Counters and history in one SQLite file (WAL mode), for several processes on one host.
+
+    Each :meth:`consume` is one ``BEGIN IMMEDIATE`` transaction, so concurrent processes count
+    exactly. A database that stays locked or cannot be opened raises
+    :class:`StoreUnavailable` once ``timeout`` has passed; the next call tries again.
+
+    Args:
+        path: The database file (created if missing), or ``":memory:"``.
+        prefix: Prefix of the table names, letters, digits and ``_``.
+        timeout: Seconds to wait for another process's lock before failing.
+        history_ttl: Forget a session's history this many seconds after its last call.
+        sweep_every: Seconds between deletions of keys whose usage has all expired.
+    """
+
+    __slots__ = (
+        "_conn",
+        "_history_ttl",
+        "_lock",
+        "_next_sweep",
+        "_path",
+        "_prefix",
+        "_sql",
+        "_sweep_every",
+        "_timeout",
+    )
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        prefix: str = "callwarden_",
+        timeout: float = 2.0,
+        history_ttl: float | None = None,
+        sweep_every: float = 60.0,
+    ) -> None:
+        if not _PREFIX.fullmatch(prefix):
+            raise ValueError(
+                f"SQLite table prefix must be letters, digits and '_' (at most 41), got {prefix!r}"
+            )
+        self._path = os.fspath(path)
+        self._prefix = prefix
+        self._timeout = timeout
+        self._history_ttl = history_ttl
+        self._sweep_every = sweep_every
+        self._next_sweep: float | None = None
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._sql = _Statements(prefix)
+
+    # -- counters -----------------------------------------------------------------------
+
+    def consume(
+        self, counters: Sequence[Counter], *, now: float, commit: bool
+    ) -> list[CounterState]:
+        """See :meth:`StateStore.consume`."""
+        return self._run(lambda db: self._consume(db, counters, now, commit))
+
+    async def aconsume(
+        self, counters: Sequence[Counter], *, now: float, commit: bool
+    ) -> list[CounterState]:
+        """See :meth:`StateStore.consume`. Runs in a worker thread."""
+        return await asyncio.to_thread(self.consume, counters, now=now, commit=commit)
+
+    def _consume(
+        self, db: sqlite3.Connection, counters: Sequence[Counter], now: float, commit: bool
+    ) -> list[CounterState]:
+        sql = self._sql
+        self._maybe_sweep(db, now)
+        used: list[float] = []
+        for counter in counters:
+            if counter.window is not None:
+                pruned = [w for (w,) in db.execute(sql.prune, (counter.key, now))]
+                if pruned:
+                    db.execute(sql.unprune, (math.fsum(pruned), len(pruned), counter.key))
+            row = db.execute(sql.usage, (counter.key,)).fetchone()
+            used.append(0.0 if row is None else float(row[0]))
+        exceeded = [exceeds(u, c.weight, c.limit) for c, u in zip(counters, used, strict=True)]
+        states = []
+        for counter, u, hit in zip(counters, used, exceeded, strict=True):
+            reset_at = None
+            if hit and counter.window is not None:
+                entries = db.execute(sql.oldest, (counter.key,))
+                reset_at = reset_time(entries, u, counter.weight, counter.limit)
+            states.append(CounterState(u, hit, reset_at))
+        allowed = commit and not any(exceeded)
+        for counter in counters:
+            if counter.weight and (allowed or counter.always):
+                if counter.window is None:
+                    db.execute(sql.add_total, (counter.key, counter.weight))
+                else:
+                    expires_at = now + counter.window
+                    db.execute(sql.add_entry, (counter.key, expires_at, counter.weight))
+                    db.execute(sql.add_windowed, (counter.key, counter.weight, expires_at))
+        return states
+
+    def _maybe_sweep(self, db: sqlite3.Connection, now: float) -> None:
+        """Deletes what has expired, every ``sweep_every`` seconds, inside the caller's write."""
+        if self._next_sweep is not None and now < self._next_sweep:
+            return
+        self._next_sweep = now + self._sweep_every
+        db.execute(self._sql.sweep_entries, (now,))
+        db.execute(self._sql.sweep_counters, (now,))
+        if self._history_ttl is not None:
+            cutoff = now - self._history_ttl
+            db.execute(self._sql.forget_pairs, (cutoff,))
+            db.execute(self._sql.forget_sessions, (cutoff,))
+
+    # -- history ------------------------------------------------------------------------
+
+    def record(self, session: str, tool: str, effect: str, *, now: float) -> None:
+        """See :meth:`StateStore.record`."""
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute(self._sql.record_session, (session, now, now, tool))
+            db.execute(self._sql.record_pair, (session, tool, effect, now))
+            self._maybe_sweep(db, now)
+
+        self._run(write)
+
+    async def arecord(self, session: str, tool: str, effect: str, *, now: float) -> None:
+        """See :meth:`StateStore.record`. Runs in a worker thread."""
+        await asyncio.to_thread(self.record, session, tool, effect, now=now)
+
+    def history(self, session: str) -> SessionHistory:
+        """See :meth:`StateStore.history`."""
+
+        def read(db: sqlite3.Connection) -> SessionHistory:
+            row = db.execute(self._sql.session, (session,)).fetchone()
+            if row is None:
+                return SessionHistory(session)
+            pairs = db.execute(self._sql.pairs, (session,)).fetchall()
+            last_by_tool: dict[str, float] = {}
+            for tool, _effect, _n, last in pairs:
+                if tool not in last_by_tool or last > last_by_tool[tool]:
+                    last_by_tool[tool] = last
+            return SessionHistory.from_pairs(
+                session,
+                ((t, e, n) for t, e, n, _ in pairs),
+                count=row[0],
+                first_time=row[1],
+                last_time=row[2],
+                last_tool=row[3],
+                last_time_by_tool=last_by_tool,
+            )
+
+        return self._run(read, write=False)
+
+    async def ahistory(self, session: str) -> SessionHistory:
+        """See :meth:`StateStore.history`. Runs in a worker thread."""
+        return await asyncio.to_thread(self.history, session)
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the database connection."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _run(self, work: Callable[[sqlite3.Connection], _T], *, write: bool = True) -> _T:
+        with self._lock:
+            try:
+                db = self._connect()
+                with _transaction(db, "IMMEDIATE" if write else "DEFERRED"):
+                    return work(db)
+            except sqlite3.Error as exc:
+                # Reopen on the next call: whatever went wrong may not be transient in this
+                # connection (a deleted file, a full disk), and reopening is cheap.
+                self._drop()
+                raise StoreUnavailable(f"SQLite store {self._path!r} failed: {exc}") from exc
+            except UnicodeEncodeError as exc:
+                # A key or name with lone surrogates cannot be stored: fail closed, loudly.
+                raise StoreUnavailable(f"SQLite store cannot store this text: {exc}") from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        db = sqlite3.connect(
+            self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            with _transaction(db, "IMMEDIATE"):
+                for statement in _SCHEMA.format(p=self._prefix).split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+        except BaseException:
+            db.close()
+            raise
+        self._conn = db
+        return db
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            with suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection, mode: str) -> Iterator[None]:
+    db.execute(f"BEGIN {mode}")
+    try:
+        yield
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+class _Statements:
+    """The SQL of one table prefix, formatted once."""
+
+    __slots__ = (
+        "add_entry",
+        "add_total",
+        "add_windowed",
+        "forget_pairs",
+        "forget_sessions",
+        "oldest",
+        "pairs",
+        "prune",
+        "record_pair",
+        "record_session",
+        "session",
+        "sweep_counters",
+        "sweep_entries",
+        "unprune",
+        "usage",
+    )
+
+    def __init__(self, p: str) -> None:
+        self.prune = f"DELETE FROM {p}entries WHERE key = ? AND expires_at <= ? RETURNING weight"
+        self.unprune = (
+            f"UPDATE {p}counters SET total = CASE WHEN entries - ?2 <= 0 THEN 0.0"
+            f" ELSE total - ?1 END, entries = entries - ?2 WHERE key = ?3"
+        )
+        self.usage = f"SELECT total FROM {p}counters WHERE key = ?"
+        self.oldest = f"SELECT expires_at, weight FROM {p}entries WHERE key = ? ORDER BY expires_at"
+        self.add_entry = f"INSERT INTO {p}entries (key, expires_at, weight) VALUES (?, ?, ?)"
+        self.add_windowed = (
+            f"INSERT INTO {p}counters (key, total, entries, expires_at) VALUES (?1, ?2, 1, ?3)"
+            f" ON CONFLICT (key) DO UPDATE SET total = total + ?2, entries = entries + 1,"
+            f" expires_at = max(expires_at, ?3)"
+        )
+        self.add_total = (
+            f"INSERT INTO {p}counters (key, total, entries, expires_at) VALUES (?1, ?2, 0, NULL)"
+            f" ON CONFLICT (key) DO UPDATE SET total = total + ?2"
+        )
+        self.sweep_entries = (
+            f"DELETE FROM {p}entries WHERE key IN"
+            f" (SELECT key FROM {p}counters WHERE expires_at <= ?)"
+        )
+        self.sweep_counters = f"DELETE FROM {p}counters WHERE expires_at <= ?"
+        self.record_session = (
+            f"INSERT INTO {p}sessions (session, count, first_time, last_time, last_tool)"
+            f" VALUES (?1, 1, ?2, ?3, ?4) ON CONFLICT (session) DO UPDATE SET"
+            f" count = count + 1, last_time = ?3, last_tool = ?4"
+        )
+        self.record_pair = (
+            f"INSERT INTO {p}session_tools (session, tool, effect, count, last_time)"
+            f" VALUES (?1, ?2, ?3, 1, ?4) ON CONFLICT (session, tool, effect) DO UPDATE SET"
+            f" count = count + 1, last_time = ?4"
+        )
+        self.session = (
+            f"SELECT count, first_time, last_time, last_tool FROM {p}sessions WHERE session = ?"
+        )
+        self.pairs = (
+            f"SELECT tool, effect, count, last_time FROM {p}session_tools WHERE session = ?"
+        )
+        self.forget_pairs = (
+            f"DELETE FROM {p}session_tools WHERE session IN"
+            f" (SELECT session FROM {p}sessions WHERE last_time <= ?)"
+        )
+        self.forget_sessions = f"DELETE FROM {p}sessions WHERE last_time <= ?"

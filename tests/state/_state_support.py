@@ -1,0 +1,137 @@
+"""Helpers for the state-store tests: a real redis-server, and a sync/async call switch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from callwarden.state import Counter, CounterState, StateStore
+
+
+def free_port() -> int:
+    """Returns a loopback TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server") or (
+        "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None
+    )
+    if found is None:
+        pytest.fail(
+            "redis-server is not installed: the Redis store is tested against a real server. "
+            "Install Debian's package: sudo apt-get install redis-server"
+        )
+    return found
+
+
+class RedisServer:
+    """A redis-server on a loopback port, persisting to its own directory (AOF)."""
+
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        self.binary = redis_server_binary()
+        self.directory = directory
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--dir", str(self.directory),
+                "--save", "",
+                "--appendonly", "yes",
+                "--appendfsync", "always",
+                "--daemonize", "no",
+                "--logfile", str(self.directory / "redis.log"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        client = redis.Redis(port=self.port, socket_timeout=1)
+        try:
+            while True:
+                try:
+                    if client.ping():
+                        return
+                except redis.RedisError:
+                    if self.process.poll() is not None or time.monotonic() > deadline:
+                        log = (self.directory / "redis.log").read_text(errors="replace")
+                        raise RuntimeError(f"redis-server did not start:\n{log}") from None
+                    time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        """Shuts down cleanly (SIGTERM flushes the append-only file) and waits."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def pause(self) -> None:
+        """Freezes the server: connections stay open, replies never come."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=5)
+
+
+def unique_prefix() -> str:
+    return f"test-{uuid.uuid4().hex[:12]}:"
+
+
+class Api:
+    """Calls a store through its sync or its async methods, so each test covers both."""
+
+    def __init__(self, store: StateStore, mode: str) -> None:
+        self.store = store
+        self.mode = mode
+
+    async def consume(
+        self, counters: Sequence[Counter], *, now: float, commit: bool = True
+    ) -> list[CounterState]:
+        if self.mode == "sync":
+            return self.store.consume(counters, now=now, commit=commit)
+        return await self.store.aconsume(counters, now=now, commit=commit)
+
+    async def record(self, session: str, tool: str, effect: str, *, now: float) -> None:
+        if self.mode == "sync":
+            self.store.record(session, tool, effect, now=now)
+        else:
+            await self.store.arecord(session, tool, effect, now=now)
+
+    async def history(self, session: str) -> Any:
+        if self.mode == "sync":
+            return self.store.history(session)
+        return await self.store.ahistory(session)

@@ -1,0 +1,313 @@
+"""CEL ``if:`` conditions (callwarden._cel)."""
+
+from __future__ import annotations
+
+import enum
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from callwarden._call import ToolCall
+from callwarden._cel import CelCondition, CelError
+from callwarden._lists import NamedList
+from callwarden._matchers import CompileEnv, ConfigError, Hit, Subject, get_condition
+from callwarden._profiles import default_profile
+
+LISTS = {
+    "contacts": NamedList("contacts", ["alice@example.com", "bob@example.com", "zoë@exämple.de"]),
+    "payees": NamedList("payees", ["acme", "globex"]),
+}
+ENV = CompileEnv(lists=LISTS)
+
+
+def subject(tool: str = "send_email", args: Any = None, *, memo: dict[str, Any] | None = None,
+            **call: Any) -> Subject:
+    made = ToolCall.create(tool, args or {}, **call)
+    return Subject(made, default_profile(tool), memo or {})
+
+
+def holds(expression: str, args: Any = None, *, env: CompileEnv = ENV, **kw: Any) -> bool:
+    return CelCondition(expression, env)(subject(args=args, **kw)) is not None
+
+
+# --- the examples from the design, each both ways ------------------------------------------
+
+EXAMPLES = [
+    ("args.amount > 100", {"args": {"amount": 150}}, {"args": {"amount": 100}}),
+    ("args.recipients.all(r, r in lists.contacts)",
+     {"args": {"recipients": ["alice@example.com", "bob@example.com"]}},
+     {"args": {"recipients": ["alice@example.com", "mallory@evil.test"]}}),
+    ('tool.startsWith("mcp__github__")', {"tool": "mcp__github__create_issue"},
+     {"tool": "mcp__gitlab__create_issue"}),
+    ("has(args.force) && args.force", {"args": {"force": True}}, {"args": {"path": "x"}}),
+    ('context.user_request.contains("delete")',
+     {"context": {"user_request": "please delete the draft"}},
+     {"context": {"user_request": "please archive the draft"}}),
+    ("size(args.items) > 10", {"args": {"items": list(range(11))}},
+     {"args": {"items": list(range(10))}}),
+]
+
+
+@pytest.mark.parametrize(("expression", "true_call", "false_call"), EXAMPLES,
+                         ids=[e[0] for e in EXAMPLES])
+def test_example_holds_for_matching_call(expression: str, true_call: dict[str, Any],
+                                         false_call: dict[str, Any]) -> None:
+    assert holds(expression, **true_call)
+
+
+@pytest.mark.parametrize(("expression", "true_call", "false_call"), EXAMPLES,
+                         ids=[e[0] for e in EXAMPLES])
+def test_example_does_not_hold_for_other_call(expression: str, true_call: dict[str, Any],
+                                              false_call: dict[str, Any]) -> None:
+    assert not holds(expression, **false_call)
+
+
+def test_if_key_is_registered() -> None:
+    assert get_condition("if") is CelCondition
+
+
+def test_hit_names_the_expression() -> None:
+    hit = CelCondition("args.amount > 100", ENV)(subject(args={"amount": 150}))
+    assert hit == Hit(detail="if: args.amount > 100", code="condition")
+
+
+# --- variables ------------------------------------------------------------------------------
+
+def test_agent_session_and_principal_are_strings() -> None:
+    assert holds('agent == "billing" && session == "s1" && principal == "alice"',
+                 agent="billing", session="s1", principal="alice")
+
+
+def test_missing_principal_is_null() -> None:
+    assert holds("principal == null")
+
+
+def test_kind_is_the_tool_profiles_kind() -> None:
+    assert holds('kind == "payment"', tool="send_money")
+
+
+def test_history_defaults_to_empty() -> None:
+    assert holds("history.count == 0 && size(history.tools) == 0")
+
+
+def test_history_comes_from_subject_memo() -> None:
+    memo = {"history": {"count": 7, "tools": {"Bash": 3, "Read": 4}}}
+    assert holds('history.count > 5 && "Bash" in history.tools && history.tools.Bash == 3',
+                 memo=memo)
+
+
+def test_history_without_matching_tool_is_false() -> None:
+    memo = {"history": {"count": 1, "tools": {"Read": 1}}}
+    assert not holds('"Bash" in history.tools', memo=memo)
+
+
+def test_bracket_access_reads_argument() -> None:
+    assert holds('args["amount"] > 100', {"amount": 101})
+
+
+def test_whole_args_map_is_available() -> None:
+    assert holds('size(args) == 2 && "b" in args', {"a": 1, "b": 2})
+
+
+def test_int_and_double_compare() -> None:
+    assert holds("args.amount > 100", {"amount": 100.5})
+
+
+def test_comment_in_expression_is_ignored() -> None:
+    assert holds("args.amount > 100 // large payments\n", {"amount": 150})
+
+
+def test_string_literal_naming_an_argument_reads_nothing() -> None:
+    assert holds('args.note == "args.secret"', {"note": "args.secret"})
+
+
+def test_comprehension_variable_shadowing_args_still_evaluates() -> None:
+    assert holds('args.items.exists(args, args == "x")', {"items": ["a", "x"]})
+
+
+# --- named lists ----------------------------------------------------------------------------
+
+def test_literal_in_list_holds() -> None:
+    assert holds('"acme" in lists.payees')
+
+
+def test_argument_not_in_list_is_false() -> None:
+    assert not holds("args.payee in lists.payees", {"payee": "initech"})
+
+
+def test_list_size_sees_all_items() -> None:
+    assert holds("size(lists.contacts) == 3")
+
+
+def test_list_items_keep_order() -> None:
+    assert holds('lists.payees[0] == "acme"')
+
+
+def test_built_string_is_checked_against_whole_list() -> None:
+    assert holds('args.user + "@example.com" in lists.contacts', {"user": "bob"})
+
+
+def test_negated_membership_is_true_for_outsider() -> None:
+    assert holds("!(args.to in lists.contacts)", {"to": "mallory@evil.test"})
+
+
+def test_membership_inside_map_keys_is_found() -> None:
+    assert holds("args.to.exists(k, k in lists.payees)", {"to": {"globex": 1}})
+
+
+def test_items_of_one_list_are_found_in_another() -> None:
+    env = CompileEnv(lists={"a": ["x", "y"], "b": ["y"]})
+    assert holds("lists.a.exists(i, i in lists.b)", env=env)
+
+
+def test_whole_lists_map_is_available() -> None:
+    assert holds('"payees" in lists && size(lists) == 2')
+
+
+def test_plain_sequence_in_env_works_as_list() -> None:
+    env = CompileEnv(lists={"vips": ["ann", "ben"]})
+    assert holds("args.who in lists.vips", {"who": "ben"}, env=env)
+
+
+def test_unknown_list_is_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"lists\.nope") as info:
+        CelCondition("args.x in lists.nope", ENV)
+    assert info.value.hint and "contacts" in info.value.hint
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=st.lists(st.text(max_size=4), max_size=6),
+       probe=st.lists(st.text(max_size=4), max_size=4))
+def test_narrowed_membership_equals_python_membership(items: list[str],
+                                                      probe: list[str]) -> None:
+    env = CompileEnv(lists={"l": NamedList("l", items)})
+    narrowed = holds("args.xs.exists(x, x in lists.l)", {"xs": probe}, env=env)
+    whole = holds("args.xs.exists(x, x in lists.l) && size(lists.l) >= 0", {"xs": probe},
+                  env=env)
+    assert narrowed == whole == any(x in items for x in probe)
+
+
+# --- errors fail closed ---------------------------------------------------------------------
+
+def test_missing_key_raises() -> None:
+    with pytest.raises(CelError, match="no such key 'amount'"):
+        holds("args.amount > 100", {"other": 1})
+
+
+def test_missing_nested_key_raises() -> None:
+    with pytest.raises(CelError, match="no such key"):
+        holds("args.meta.owner == 'me'", {"meta": {}})
+
+
+def test_has_guard_avoids_missing_key_error() -> None:
+    assert not holds("has(args.amount) && args.amount > 100", {"other": 1})
+
+
+def test_type_mismatch_raises() -> None:
+    with pytest.raises(CelError, match="TypeError"):
+        holds("args.name > 1", {"name": "bob"})
+
+
+def test_non_bool_result_raises() -> None:
+    with pytest.raises(CelError, match="not a bool"):
+        holds("args.amount", {"amount": 1})
+
+
+def test_null_result_raises() -> None:
+    with pytest.raises(CelError, match="not a bool"):
+        holds("principal")
+
+
+def test_error_carries_policy_error_code_and_expression() -> None:
+    with pytest.raises(CelError) as info:
+        holds("args.amount > 100")
+    assert info.value.code == "policy_error"
+    assert info.value.expression == "args.amount > 100"
+
+
+def test_division_by_zero_raises() -> None:
+    with pytest.raises(CelError):
+        holds("args.a / args.b > 1", {"a": 1, "b": 0})
+
+
+def test_unconvertible_argument_that_is_read_raises() -> None:
+    with pytest.raises(CelError):
+        holds("args.lock == 1", {"lock": object()})
+
+
+def test_unconvertible_argument_that_is_not_read_is_ignored() -> None:
+    assert holds("args.amount > 100", {"amount": 150, "lock": object()})
+
+
+def test_decimal_argument_compares_as_number() -> None:
+    assert holds("args.amount > 100", {"amount": Decimal("150.25")})
+
+
+def test_enum_argument_compares_as_its_value() -> None:
+    class Color(enum.Enum):
+        RED = "red"
+
+    assert holds('args.color == "red"', {"color": Color.RED})
+
+
+# --- compile-time errors --------------------------------------------------------------------
+
+def test_syntax_error_is_config_error_with_cel_message() -> None:
+    with pytest.raises(ConfigError, match=r"invalid CEL expression.*Syntax error") as info:
+        CelCondition("args.amount >", ENV)
+    assert info.value.hint and "args.amount > 100" in info.value.hint
+
+
+@pytest.mark.parametrize("config", [None, 42, True, "", "   ", ["args.x"]])
+def test_non_string_or_empty_config_is_config_error(config: Any) -> None:
+    with pytest.raises(ConfigError, match="must be a CEL expression string"):
+        CelCondition(config, ENV)
+
+
+def test_unknown_variable_is_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"unknown variable.*arg\b") as info:
+        CelCondition("arg.amount > 100", ENV)
+    assert info.value.hint and "args" in info.value.hint
+
+
+def test_comprehension_variable_is_not_unknown() -> None:
+    assert holds("args.xs.all(x, x > 0)", {"xs": [1, 2]})
+
+
+def test_type_names_are_not_unknown_variables() -> None:
+    assert holds("type(args.n) == int", {"n": 1})
+
+
+# --- Unicode and size -----------------------------------------------------------------------
+
+def test_unicode_string_comparison() -> None:
+    assert holds('args.city == "Zürich" && args.note.startsWith("日本")',
+                 {"city": "Zürich", "note": "日本語のメモ"})
+
+
+def test_unicode_item_in_list() -> None:
+    assert holds("args.to in lists.contacts", {"to": "zoë@exämple.de"})
+
+
+def test_unicode_escape_in_literal_matches_list_item() -> None:
+    assert holds('"zo\\u00eb@ex\\u00e4mple.de" in lists.contacts')
+
+
+def test_large_args_read_one_key() -> None:
+    rows = [{"id": i, "name": f"row {i}"} for i in range(20_000)]
+    assert holds("args.amount > 100", {"amount": 150, "rows": rows})
+
+
+def test_large_args_read_whole_list() -> None:
+    rows = [{"id": i, "name": f"row {i}"} for i in range(20_000)]
+    assert holds('size(args.rows) == 20000 && args.rows[19999].name == "row 19999"',
+                 {"rows": rows})
+
+
+def test_large_list_membership() -> None:
+    env = CompileEnv(lists={"big": NamedList("big", (f"u{i}" for i in range(100_000)))})
+    assert holds("args.to in lists.big && !(args.cc in lists.big)",
+                 {"to": "u99999", "cc": "v1"}, env=env)
