@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from callwarden._decision import Effect, Mode, Verdict
+from callwarden._decision import Mode, Verdict
 
 __all__ = ["Combiner", "Entry", "FirstMatch", "StrictestWins"]
 
