@@ -20,7 +20,9 @@ from callwarden._rules import is_glob
 __all__ = ["ArgsMatcher", "compile_permission_pattern"]
 
 # Modules that register argument-aware conditions (shell:, paths:, urls:, secrets:, if: ...).
-_CONDITION_MODULES: tuple[str, ...] = ("callwarden._paths", "callwarden._urls", "callwarden._cel")
+_CONDITION_MODULES: tuple[str, ...] = (
+    "callwarden._paths", "callwarden._urls", "callwarden._cel", "callwarden._content",
+)
 
 
 @register_condition("args")

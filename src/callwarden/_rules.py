@@ -267,7 +267,11 @@ class Rule:
                 details.extend(changes)
             elif hit is not None and hit.args is not None:
                 args = freeze(hit.args)
-            if args is None or args == subject.args:
+            else:
+                # The rule matched but nothing says how to rewrite: never pass the call as is.
+                return Verdict(Effect.DENY, self.message, "modify_failed", None,
+                               "; ".join(details) or "the rewrite could not be computed")
+            if args == subject.args:
                 return None
             return Verdict(Effect.MODIFY, self.message, "modified" if code == "matched" else code,
                            args, "; ".join(details) or None)
