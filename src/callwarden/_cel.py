@@ -171,6 +171,11 @@ class CelCondition:
                 (n, lists[n][1], tuple(static & lists[n][1])) for n in sorted(plan.membership)
             )
 
+    @property
+    def uses_history(self) -> bool:
+        """True when the expression reads ``history`` (the engine then loads the session's)."""
+        return any(name == "history" for name, _ in self._getters)
+
     def __call__(self, subject: Subject) -> Hit | None:
         """Returns the Hit when the expression is true, None when false.
 

@@ -19,13 +19,15 @@ from typing import Any
 
 from callwarden._call import FrozenDict, ToolCall
 from callwarden._combine import Combiner, Entry, StrictestWins
+from callwarden._limits import describe_exceeded
 from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
 from callwarden._matchers import Subject
 from callwarden._policy import InvalidResult, as_verdict
 from callwarden._profiles import ToolProfile, default_profile
 from callwarden._rules import Rule, RuleIndex, _NameSet, is_glob
 
-__all__ = ["Settings", "run_policy_async", "run_policy_sync"]
+__all__ = ["Engine", "PolicyStep", "Settings", "StoreFailure", "StoreStep", "run_policy_async",
+           "run_policy_sync"]
 
 _perf = time.perf_counter
 _new = tuple.__new__  # NamedTuple's generated __new__ is a Python call; this is not
@@ -35,8 +37,71 @@ _new = tuple.__new__  # NamedTuple's generated __new__ is a Python call; this is
 _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=32,
                                                   thread_name_prefix="callwarden-policy")
 
-Step = tuple[Rule, Subject, float]
-Flow = Generator[Step, Verdict | None, Decision]
+_LAST = 1 << 30  # order of entries that belong to no rule (deadline, state store)
+
+
+class PolicyStep:
+    """A user policy the driver must run under the deadline."""
+
+    __slots__ = ("deadline", "engine", "rule", "subject")
+
+    def __init__(self, engine: Engine, rule: Rule, subject: Subject, deadline: float) -> None:
+        self.engine = engine
+        self.rule = rule
+        self.subject = subject
+        self.deadline = deadline
+
+    def run(self) -> Verdict | None:
+        return run_policy_sync(self.engine, self.rule, self.subject, self.deadline)
+
+    async def arun(self) -> Verdict | None:
+        return await run_policy_async(self.engine, self.rule, self.subject, self.deadline)
+
+
+class StoreFailure:
+    """What a store step returns instead of raising: the flow turns it into ``on_error``."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __str__(self) -> str:
+        return f"{type(self.error).__name__}: {self.error}" if str(self.error) else \
+            type(self.error).__name__
+
+
+class StoreStep:
+    """A state-store operation with sync and async twins; failures are returned, not raised."""
+
+    __slots__ = ("args", "deadline", "fn", "afn", "kwargs")
+
+    def __init__(self, fn: Any, afn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 deadline: float) -> None:
+        self.fn = fn
+        self.afn = afn
+        self.args = args
+        self.kwargs = kwargs
+        self.deadline = deadline
+
+    def run(self) -> Any:
+        try:
+            return self.fn(*self.args, **self.kwargs)
+        except Exception as e:  # StoreUnavailable, or a store bug: both fail closed
+            return StoreFailure(e)
+
+    async def arun(self) -> Any:
+        remaining = max(self.deadline - _perf(), 0.001)
+        try:
+            return await asyncio.wait_for(self.afn(*self.args, **self.kwargs), remaining)
+        except TimeoutError:
+            return StoreFailure(TimeoutError("the state store did not answer within the deadline"))
+        except Exception as e:
+            return StoreFailure(e)
+
+
+Step = PolicyStep | StoreStep
+Flow = Generator[Step, Any, Decision]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +124,8 @@ class Engine:
     """Compiled rules + profiles + settings; decides calls. Immutable once built."""
 
     __slots__ = ("_combiner", "_default_reasons", "_index", "_profile_cache", "_profile_globs",
-                 "_profiles", "rules", "settings")
+                 "_profiles", "_records_history", "clock", "extensions", "rules", "settings",
+                 "store")
 
     def __init__(
         self,
@@ -68,9 +134,24 @@ class Engine:
         settings: Settings,
         profiles: Mapping[str, ToolProfile] | None = None,
         combiner: Combiner | None = None,
+        store: Any = None,
+        clock: Any = None,
+        extensions: Mapping[str, Any] | None = None,
     ) -> None:
         self.rules = tuple(rules)
         self.settings = settings
+        if store is None and any(r.limit is not None or r.needs_history for r in self.rules):
+            from callwarden.state import MemoryStore
+
+            store = MemoryStore()
+        #: The state store for limits, history (and approvals), or None when nothing needs one.
+        self.store = store
+        # Every decision feeds the session history as soon as one rule reads it.
+        self._records_history = any(r.needs_history for r in self.rules)
+        #: Wall clock for windows and history (injectable for tests).
+        self.clock = clock or time.time
+        #: Policy-file sections owned by other subsystems (audit, approvals), parsed.
+        self.extensions: dict[str, Any] = dict(extensions or {})
         self._combiner = combiner or StrictestWins()
         self._index = RuleIndex(self.rules)
         profiles = dict(profiles or {})
@@ -112,11 +193,21 @@ class Engine:
         deadline = started + settings.timeout
         entries: list[Entry] = []
         current = call
+        store = self.store
+        history_session = call.session if self._records_history else None
+        if history_session is not None and plan.history:
+            history = yield StoreStep(store.history, store.ahistory, (history_session,), {},
+                                      deadline)
+            if isinstance(history, StoreFailure):
+                entries.append(self._store_error(history))
+            else:
+                subject.memo["history"] = history.to_cel()
 
         for rule in plan.mutators:
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue
-            verdict = (yield rule, subject, deadline) if rule.external else self._inline(rule, subject)
+            verdict = (yield PolicyStep(self, rule, subject, deadline)) if rule.external \
+                else self._inline(rule, subject)
             if verdict is None:
                 continue
             mode = rule.mode or settings.mode
@@ -125,12 +216,14 @@ class Engine:
                     and verdict.args is not None):
                 args = verdict.args if isinstance(verdict.args, FrozenDict) else _freeze(verdict.args)
                 current = current.replace_args(args)
-                subject = Subject(current, profile)
+                subject = Subject(current, profile, {"history": subject.memo["history"]}
+                                  if "history" in subject.memo else None)
 
         for rule in plan.validators_for(current.args):
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue
-            verdict = (yield rule, subject, deadline) if rule.external else self._inline(rule, subject)
+            verdict = (yield PolicyStep(self, rule, subject, deadline)) if rule.external \
+                else self._inline(rule, subject)
             if verdict is None:
                 continue
             if verdict.effect is Effect.MODIFY:
@@ -142,13 +235,73 @@ class Engine:
 
         if plan.by_value and len(entries) > 1:
             entries.sort(key=_by_order)  # indexed rules were evaluated out of policy order
+
+        if plan.limits:
+            # Limits go last: budgets count only calls everything else allows, all of a call's
+            # counters are checked and counted in one atomic store round trip.
+            counters = []
+            owners = []
+            for rule in plan.limits:
+                if rule.dynamic is not None and not rule.dynamic(call):
+                    continue
+                try:
+                    if not rule.applies(subject):
+                        continue
+                    counter = rule.limit.counter(rule.id, current)  # type: ignore[union-attr]
+                except Exception as e:
+                    entries.append(Entry(rule.id, rule.source, self.error_verdict(rule, e),
+                                         Mode.ENFORCE, rule.order))
+                    continue
+                if counter is not None:
+                    counters.append(counter)
+                    owners.append(rule)
+            if counters:
+                assert store is not None
+                now = self.clock()
+                commit = self._preliminary(entries).allows
+                states = yield StoreStep(store.consume, store.aconsume, (counters,),
+                                         {"now": now, "commit": commit}, deadline)
+                if isinstance(states, StoreFailure):
+                    entries.append(self._store_error(states))
+                else:
+                    for rule, state in zip(owners, states, strict=True):
+                        if state.exceeded:
+                            text = describe_exceeded(rule.id, rule.limit, state, now=now)
+                            code = "limit.attempts" if rule.limit.kind == "attempts" \
+                                else "limit.exceeded"
+                            entries.append(Entry(
+                                rule.id, rule.source,
+                                Verdict(rule.effect, f"{rule.message} ({text})" if rule.message
+                                        else text[0].upper() + text[1:], code, None, text),
+                                rule.mode or settings.mode, rule.order))
+
         if _perf() > deadline:
             entries.append(Entry("deadline", None, Verdict(
                 settings.on_error,
                 f"the decision took longer than its {settings.timeout * 1000:.0f} ms deadline",
-                "policy_timeout"), Mode.ENFORCE, 1 << 30))
+                "policy_timeout"), Mode.ENFORCE, _LAST))
 
-        return self._decide(call, current, profile, entries, started, decision_id)
+        decision = self._decide(call, current, profile, entries, started, decision_id)
+        if history_session is not None:
+            # A failed write only loses history; the next read of it fails closed.
+            yield StoreStep(store.record, store.arecord,
+                            (history_session, call.tool, decision.effect.value),
+                            {"now": self.clock()}, deadline)
+        return decision
+
+    def _preliminary(self, entries: list[Entry]) -> Effect:
+        """The effect the entries so far decide (before limits)."""
+        deciding = [e for e in entries if e.decisive and e.verdict.effect is not Effect.MODIFY
+                    and e.mode is Mode.ENFORCE]
+        chosen = self._combiner.select(deciding)
+        if chosen is not None:
+            return chosen.verdict.effect
+        return self.settings.default if self.settings.mode is Mode.ENFORCE else Effect.ALLOW
+
+    def _store_error(self, failure: StoreFailure) -> Entry:
+        return Entry("state", None, Verdict(
+            self.settings.on_error, None, "state_unavailable", None,
+            f"the state store is unavailable ({failure}); failing closed"), Mode.ENFORCE, _LAST)
 
     def _inline(self, rule: Rule, subject: Subject) -> Verdict | None:
         try:

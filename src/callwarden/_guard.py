@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from callwarden._call import FrozenDict, ToolCall, new_id, snapshot, thaw
 from callwarden._decision import Decision, Effect, Mode, Reason
-from callwarden._engine import Engine, Flow, run_policy_async, run_policy_sync
+from callwarden._engine import Engine, Flow
 from callwarden._profiles import ToolProfile
 from callwarden.exceptions import ApprovalRequired, InvalidCall, RunHalted, ToolDenied
 
@@ -39,7 +39,16 @@ class Guard:
         timeout: float | str = 1.0,
         tools: Mapping[str, Mapping[str, Any]] | None = None,
         name: str | None = None,
+        state: Any = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        """Builds a guard in Python; ``rules`` are policy-file rules as dicts.
+
+        Args:
+            state: a ``StateStore`` or a store URL (``memory``, ``sqlite:///p.db``,
+                ``redis://host:6379/0``) for limits and history; memory when omitted.
+            clock: wall clock for limit windows and history (tests inject one).
+        """
         from callwarden._loader import compile_policy
 
         spec: dict[str, Any] = {
@@ -50,7 +59,12 @@ class Guard:
             spec["tools"] = dict(tools)
         if name:
             spec["name"] = name
-        self._engine = compile_policy(spec, extra_policies=policies)
+        store = state
+        if isinstance(state, str):
+            from callwarden.state import open_store
+
+            store = open_store(state)
+        self._engine = compile_policy(spec, extra_policies=policies, store=store, clock=clock)
         self.source: str | None = None
 
     @classmethod
@@ -74,12 +88,14 @@ class Guard:
 
     @classmethod
     def from_dict(cls, policy: Mapping[str, Any], *, base_dir: str | Path | None = None,
-                  policies: Sequence[Any] = (), check_examples: bool = True) -> Guard:
+                  policies: Sequence[Any] = (), check_examples: bool = True, state: Any = None,
+                  clock: Callable[[], float] | None = None) -> Guard:
         """Builds a guard from a policy already parsed into a dict (same keys as the file)."""
         from callwarden._loader import compile_policy
 
         engine = compile_policy(policy, base_dir=Path(base_dir) if base_dir else None,
-                                extra_policies=policies, check_examples=check_examples)
+                                extra_policies=policies, check_examples=check_examples,
+                                store=state, clock=clock)
         return cls._from_engine(engine)
 
     @classmethod
@@ -157,10 +173,9 @@ class Guard:
             return flow
         engine = self._engine
         try:
-            rule, subject, deadline = next(flow)  # type: ignore[arg-type]
+            step = next(flow)  # type: ignore[arg-type]
             while True:
-                verdict = run_policy_sync(engine, rule, subject, deadline)
-                rule, subject, deadline = flow.send(verdict)  # type: ignore[union-attr]
+                step = flow.send(step.run())  # type: ignore[union-attr]
         except StopIteration as done:
             decision: Decision = done.value
             return decision
@@ -176,10 +191,9 @@ class Guard:
             return flow
         engine = self._engine
         try:
-            rule, subject, deadline = next(flow)  # type: ignore[arg-type]
+            step = next(flow)  # type: ignore[arg-type]
             while True:
-                verdict = await run_policy_async(engine, rule, subject, deadline)
-                rule, subject, deadline = flow.send(verdict)  # type: ignore[union-attr]
+                step = flow.send(await step.arun())  # type: ignore[union-attr]
         except StopIteration as done:
             decision: Decision = done.value
             return decision

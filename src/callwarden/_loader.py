@@ -37,9 +37,9 @@ __all__ = ["compile_policy", "load_policy_file", "load_policy_text"]
 Path_ = tuple[str | int, ...]
 
 _TOP_KEYS = ("version", "name", "description", "default", "mode", "on_error", "timeout",
-             "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth", "lists")
+             "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth", "lists", "state")
 _RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_error", "phase",
-              "use", "config", "examples", "set", "unset", "cap")
+              "use", "config", "examples", "set", "unset", "cap", "limit")
 _MATCH_KEYS = ("tool", "kind", "side_effect", "agent", "principal", "framework")
 _PROFILE_KEYS = ("kind", "side_effect", "requires_approval", "args", "description",
                  *ARG_ROLES)
@@ -127,6 +127,8 @@ def compile_policy(
     extra_policies: Sequence[Any] = (),
     check_examples: bool = True,
     digest: str | None = None,
+    store: Any = None,
+    clock: Any = None,
 ) -> Engine:
     """Validates a policy document and compiles it into an Engine.
 
@@ -190,9 +192,11 @@ def compile_policy(
         rules.append(Rule(str(name), policy=target, order=len(rules),
                           source=f"python:{name}"))
 
+    if store is None and data.get("state") is not None:
+        store = _store(data["state"], check, base_dir or Path.cwd())
     if check.problems:
         raise PolicyError(check.problems)
-    engine = Engine(rules, settings=settings, profiles=profiles)
+    engine = Engine(rules, settings=settings, profiles=profiles, store=store, clock=clock)
     if check_examples and examples:
         _check_examples(engine, examples, lines)
     return engine
@@ -229,6 +233,25 @@ def _settings(data: Mapping[str, Any], check: _Checker, lines: Lines, digest: st
         timeout=timeout,
         name=label,
     )
+
+
+def _store(raw: Any, check: _Checker, base_dir: Path) -> Any:
+    """Opens the ``state:`` store; a relative SQLite path is relative to the policy's folder."""
+    from callwarden.state import open_store
+
+    if not isinstance(raw, str) or not raw:
+        check.error(("state",), "must be a store URL",
+                    "memory, sqlite:///state.db (next to the policy) or redis://host:6379/0")
+        return None
+    url = raw
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        url = "sqlite:///" + str((base_dir / url[len("sqlite:///"):]).resolve())
+    try:
+        return open_store(url)
+    except Exception as e:
+        check.error(("state",), f"cannot open the state store: {e}",
+                    "memory, sqlite:///path.db or redis://host:6379/0")
+        return None
 
 
 def _lists(raw: Any, check: _Checker, base_dir: Path) -> dict[str, Any]:
@@ -333,6 +356,21 @@ def _rule(raw: Any, path: Path_, check: _Checker, lines: Lines, env: CompileEnv,
 
     selector = _selector(raw.get("match"), (*path, "match"), check)
 
+    limit = None
+    if "limit" in raw:
+        from callwarden._limits import LimitSpec
+
+        try:
+            limit = LimitSpec.parse(raw["limit"])
+        except ConfigError as e:
+            check.error((*path, "limit") if e.key is None else (*path, "limit", e.key), str(e),
+                        e.hint)
+        if effect not in (Effect.DENY, Effect.ASK, Effect.HALT):
+            check.error((*path, "effect"), "a limit rule's effect is what exceeding it does",
+                        "use deny (default), ask or halt")
+        if "use" in raw:
+            check.error((*path, "use"), "a limit rule cannot delegate to a provider")
+
     conditions: list[tuple[str, Matcher]] = []
     for key in raw:
         if key in conditions_known and key not in _RULE_KEYS:
@@ -362,7 +400,7 @@ def _rule(raw: Any, path: Path_, check: _Checker, lines: Lines, env: CompileEnv,
     elif "config" in raw:
         check.error((*path, "config"), "'config' is only for providers", "add 'use: module:Class'")
 
-    if effect is Effect.MODIFY and policy is None and not rewrite and not any(
+    if effect is Effect.MODIFY and policy is None and limit is None and not rewrite and not any(
             k in ("secrets", "content") for k, _ in conditions):
         check.error((*path, "effect"), "a modify rule must say how to rewrite",
                     "add 'set:', 'cap:' or 'unset:' (or a redacting condition)")
@@ -375,7 +413,7 @@ def _rule(raw: Any, path: Path_, check: _Checker, lines: Lines, env: CompileEnv,
     return Rule(
         rule_id.strip(), effect=effect, selector=selector, conditions=conditions,
         message=message, mode=mode, on_error=on_error, source=lines.source(path),
-        policy=policy, phase=phase, rewrite=rewrite, order=order,
+        policy=policy, phase=phase, rewrite=rewrite, order=order, limit=limit,
     )
 
 

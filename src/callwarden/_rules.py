@@ -196,8 +196,10 @@ class Rule:
         "effect",
         "external",
         "id",
+        "limit",
         "message",
         "mode",
+        "needs_history",
         "on_error",
         "order",
         "phase",
@@ -222,6 +224,7 @@ class Rule:
         phase: str | None = None,
         rewrite: Rewrite | None = None,
         order: int = 0,
+        limit: Any = None,
     ) -> None:
         self.id = id
         self.effect = effect
@@ -235,6 +238,12 @@ class Rule:
         self.policy = policy
         self.rewrite = rewrite
         self.order = order
+        #: A ``LimitSpec`` for limit rules (checked in the limit phase, after validation).
+        self.limit = limit
+        #: True when a condition reads the session history (the engine then loads it).
+        self.needs_history = any(getattr(c, "uses_history", False) for _, c in self.conditions)
+        if limit is not None:
+            phase = "limit"
         if phase is None:
             phase = getattr(policy, "phase", None) if policy is not None else None
             phase = phase or ("mutate" if effect is Effect.MODIFY else "validate")
@@ -245,6 +254,10 @@ class Rule:
 
     def __repr__(self) -> str:
         return f"<Rule {self.id} {self.effect.value} at {self.source}>"
+
+    def applies(self, subject: Subject) -> bool:
+        """True when every condition holds (used by limit rules). Exceptions propagate."""
+        return all(condition(subject) is not None for _, condition in self.conditions)
 
     def evaluate(self, subject: Subject) -> Verdict | None:
         """Evaluates the rule inline. Exceptions propagate: the engine applies ``on_error``."""
@@ -291,6 +304,8 @@ class Plan:
     validators: tuple[Rule, ...]
     by_value: tuple[tuple[str, dict[Any, tuple[Rule, ...]]], ...] = ()
     profile: ToolProfile | None = None
+    limits: tuple[Rule, ...] = ()
+    history: bool = False
 
     def validators_for(self, args: Mapping[str, Any]) -> Sequence[Rule]:
         """The validate rules that can match these arguments."""
@@ -311,7 +326,7 @@ class Plan:
 
 
 def _value_index(rule: Rule) -> tuple[str, frozenset[Any]] | None:
-    if rule.policy is not None or rule.phase == "mutate" or len(rule.conditions) != 1:
+    if rule.policy is not None or rule.phase != "validate" or len(rule.conditions) != 1:
         return None
     return getattr(rule.conditions[0][1], "index_key", None)
 
@@ -373,7 +388,7 @@ class RuleIndex:
         scanned: list[Rule] = []
         tables: dict[str, dict[Any, list[Rule]]] = {}
         for rule in ordered:
-            if rule.phase == "mutate":
+            if rule.phase != "validate":
                 continue
             key = _value_index(rule)
             if key is None:
@@ -396,4 +411,6 @@ class RuleIndex:
             tuple(scanned),
             tuple(by_value),
             profile,
+            tuple(r for r in ordered if r.phase == "limit"),
+            any(r.needs_history for r in ordered),
         )

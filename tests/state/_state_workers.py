@@ -24,3 +24,36 @@ def consume_many(url: str, key: str, limit: int, calls: int, barrier: Any, resul
         results.put(allowed)
     finally:
         store.close()
+
+
+def guard_check_many(url: str, policy: dict[str, Any], calls: int, barrier: Any,
+                     results: Any) -> None:
+    """Builds a Guard on the shared store and makes ``calls`` decisions; reports allowed ones."""
+    from callwarden import Guard
+
+    store = open_store(url, timeout=30.0)
+    try:
+        guard = Guard.from_dict(policy, state=store)
+        barrier.wait()
+        allowed = sum(guard.check("fetch", {"url": "https://x"}, session="s").allowed
+                      for _ in range(calls))
+        results.put(allowed)
+    finally:
+        store.close()
+
+
+def cas_increment_many(url: str, key: str, times: int, barrier: Any, results: Any) -> None:
+    """Increments a key-value counter ``times`` times with compare-and-set retry loops."""
+    store = open_store(url, timeout=30.0)
+    try:
+        barrier.wait()
+        for _ in range(times):
+            while True:
+                found = store.get(key)
+                version = None if found is None else found.version
+                value = 0 if found is None else found.value["n"]
+                if store.compare_and_set(key, version, {"n": value + 1}, ttl=None):
+                    break
+        results.put(times)
+    finally:
+        store.close()

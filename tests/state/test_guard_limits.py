@@ -1,0 +1,238 @@
+"""Limit rules and session history through a real Guard, on every store (real redis-server)."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+from _state_support import RedisServer, unique_prefix
+from _state_workers import guard_check_many
+
+from callwarden import Effect, Guard, PolicyError
+from callwarden.state import SQLiteStore, StateStore, open_store
+from callwarden.state._redis import RedisStore
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def limited(*rules: dict, **settings) -> dict:
+    return {"version": 1, "rules": list(rules), **settings}
+
+
+BUDGET_25 = limited({"id": "budget", "match": {"tool": "fetch"},
+                     "limit": {"calls": 25, "per": "session"}})
+
+
+async def test_a_thousand_concurrent_acheck_calls_allow_exactly_the_budget(store) -> None:
+    guard = Guard.from_dict(BUDGET_25, state=store)
+    decisions = await asyncio.gather(*(
+        guard.acheck("fetch", {"url": "https://x"}, session="s1") for _ in range(1000)))
+    assert sum(d.allowed for d in decisions) == 25
+    denied = [d for d in decisions if not d.allowed]
+    assert {d.rule for d in denied} == {"budget"}
+    assert all(d.reasons[0].code == "limit.exceeded" for d in denied)
+
+
+def _shared_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    server: RedisServer = request.getfixturevalue("redis_server")
+    return f"{server.url}?prefix={unique_prefix()}"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_four_processes_share_one_budget_exactly(kind, tmp_path, request) -> None:
+    url = _shared_url(kind, tmp_path, request)
+    policy = limited({"id": "budget", "match": {"tool": "fetch"},
+                      "limit": {"calls": 100, "per": "session"}})
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=guard_check_many, args=(url, policy, 250, barrier, results))
+             for _ in range(4)]
+    for p in procs:
+        p.start()
+    counts = [results.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert sum(counts) == 100
+
+
+def test_sliding_window_edges_with_an_injected_clock(store) -> None:
+    clock = Clock()
+    guard = Guard.from_dict(limited({"id": "rate", "match": {"tool": "fetch"},
+                                     "limit": {"calls": 2, "window": "60s", "per": "agent"}}),
+                            state=store, clock=clock)
+    check = lambda: guard.check("fetch", {"url": "https://x"}, agent="a")  # noqa: E731
+    assert check().allowed                 # t = 0
+    clock.now += 30
+    assert check().allowed                 # t = 30
+    clock.now += 29.999
+    d = check()                            # t = 59.999: both still in the window
+    assert d.effect is Effect.DENY
+    assert "frees up" in d.message
+    clock.now += 0.001                     # t = 60: the first call leaves the window exactly
+    assert check().allowed
+    assert not check().allowed
+    clock.now += 30                        # t = 90: the t=30 call leaves
+    assert check().allowed
+    assert guard.check("fetch", {"url": "https://x"}, agent="b").allowed  # per agent
+
+
+def test_budget_is_not_consumed_by_calls_denied_by_other_rules(store) -> None:
+    guard = Guard.from_dict(limited(
+        {"id": "no-evil", "match": {"tool": "fetch"}, "args": {"url": "https://evil*"},
+         "effect": "deny"},
+        {"id": "budget", "match": {"tool": "fetch"}, "limit": {"calls": 2}}), state=store)
+    for _ in range(10):
+        assert guard.check("fetch", {"url": "https://evil.example"}).rule == "no-evil"
+    assert guard.check("fetch", {"url": "https://ok"}).allowed
+    assert guard.check("fetch", {"url": "https://ok"}).allowed
+    assert guard.check("fetch", {"url": "https://ok"}).rule == "budget"
+
+
+def test_attempt_cap_stops_a_retry_loop_even_of_denied_calls(store) -> None:
+    guard = Guard.from_dict(limited(
+        {"id": "no-rm", "match": {"tool": "bash"}, "args": {"command": "rm *"}},
+        {"id": "retry-cap", "match": {"tool": "bash"}, "effect": "halt",
+         "limit": {"attempts": 3, "window": "10m", "per": ["session", "tool"]}}), state=store)
+    effects = [guard.check("bash", {"command": "rm -rf /"}, session="s").effect
+               for _ in range(5)]
+    assert effects == [Effect.DENY] * 3 + [Effect.HALT] * 2
+    halted = guard.check("bash", {"command": "ls"}, session="s")
+    assert halted.effect is Effect.HALT and halted.reasons[0].code == "limit.attempts"
+    assert guard.check("bash", {"command": "ls"}, session="other").allowed
+
+
+def test_weighted_spend_budget(store) -> None:
+    guard = Guard.from_dict(limited(
+        {"id": "spend", "match": {"tool": "pay"}, "effect": "ask",
+         "limit": {"sum": "args.amount", "max": 100, "window": "1d", "per": "principal"}}),
+        state=store)
+    pay = lambda amount, who="p": guard.check("pay", {"amount": amount}, principal=who)  # noqa: E731
+    assert pay(60).allowed
+    assert pay(40).allowed
+    d = pay(0.5)
+    assert d.effect is Effect.ASK and "100 used of 100" in d.reasons[0].message
+    assert pay(99, who="q").allowed
+    bad = pay("lots")
+    assert bad.effect is Effect.DENY and bad.reasons[0].code == "policy_error"
+
+
+def test_limit_custom_message_keeps_the_reset_time(store) -> None:
+    guard = Guard.from_dict(limited({"id": "b", "limit": {"calls": 0, "window": "1h"},
+                                     "message": "Slow down."}), state=store)
+    d = guard.check("t", {})
+    assert d.message.startswith("Slow down. (limit 'b' reached")
+
+
+def test_history_conditions(store) -> None:
+    guard = Guard.from_dict(limited(
+        {"id": "fetch-then-mail", "match": {"tool": "send_email"},
+         "if": "'web_fetch' in history.tools", "effect": "ask"},
+        {"id": "few-deletes", "match": {"tool": "delete_file"},
+         "if": "'delete_file' in history.tools && history.tools['delete_file'] >= 3"}), state=store)
+    assert guard.check("send_email", {"to": "a"}, session="s").allowed
+    guard.check("web_fetch", {"url": "https://x"}, session="s")
+    assert guard.check("send_email", {"to": "a"}, session="s").effect is Effect.ASK
+    assert guard.check("send_email", {"to": "a"}, session="other").allowed
+    effects = [guard.check("delete_file", {"path": "x"}, session="d").effect for _ in range(5)]
+    assert effects == [Effect.ALLOW] * 3 + [Effect.DENY] * 2
+
+
+async def test_history_conditions_async(store) -> None:
+    guard = Guard.from_dict(limited(
+        {"id": "fetch-then-mail", "match": {"tool": "send_email"},
+         "if": "'web_fetch' in history.tools", "effect": "ask"}), state=store)
+    await guard.acheck("web_fetch", {"url": "https://x"}, session="s")
+    assert (await guard.acheck("send_email", {}, session="s")).effect is Effect.ASK
+
+
+def test_store_down_fails_closed_within_the_deadline_then_recovers(
+        own_redis_server: RedisServer) -> None:
+    store = RedisStore(own_redis_server.url, prefix=unique_prefix(), timeout=0.2)
+    guard = Guard.from_dict(limited({"id": "budget", "limit": {"calls": 100}},
+                                    timeout="2s"), state=store)
+    assert guard.check("t", {}).allowed
+    own_redis_server.stop()
+    started = time.monotonic()
+    d = guard.check("t", {})
+    assert time.monotonic() - started < 2.0
+    assert d.effect is Effect.DENY and d.reasons[0].code == "state_unavailable"
+    down_async = asyncio.run(guard.acheck("t", {}))
+    assert down_async.reasons[0].code == "state_unavailable"
+    own_redis_server.start()
+    assert guard.check("t", {}).allowed
+    store.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_budget_survives_a_restart(kind, tmp_path, request) -> None:
+    url = _shared_url(kind, tmp_path, request)
+    policy = limited({"id": "budget", "limit": {"calls": 3, "per": "session"}})
+    first = open_store(url)
+    guard = Guard.from_dict(policy, state=first)
+    assert [guard.check("t", {}, session="s").allowed for _ in range(2)] == [True, True]
+    first.close()
+    second = open_store(url)
+    restarted = Guard.from_dict(policy, state=second)
+    assert [restarted.check("t", {}, session="s").allowed for _ in range(2)] == [True, False]
+    second.close()
+
+
+def test_state_url_in_the_policy_file_is_relative_to_it(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(
+        "version: 1\nstate: sqlite:///state.db\nrules:\n"
+        "  - {id: b, limit: {calls: 1}}\n")
+    guard = Guard.from_file(tmp_path / "p.yaml")
+    assert isinstance(guard.engine.store, SQLiteStore)
+    assert guard.check("t", {}).allowed and not guard.check("t", {}).allowed
+    assert (tmp_path / "state.db").exists()
+    guard.engine.store.close()
+
+
+@pytest.mark.parametrize(("limit", "fragment"), [
+    ({"calls": 5, "attempts": 3}, "exactly one of"),
+    ({"calls": -1}, "zero or more"),
+    ({"calls": 5, "per": "user"}, "cannot count per 'user'"),
+    ({"calls": 5, "window": "soon"}, "not a duration"),
+    ({"sum": "amount", "max": 5}, "must name an argument"),
+    ({"calls": 5, "burst": 2}, "unknown key 'burst'"),
+])
+def test_bad_limit_config_is_a_policy_error(limit, fragment) -> None:
+    with pytest.raises(PolicyError, match=fragment):
+        Guard.from_dict(limited({"id": "x", "limit": limit}))
+
+
+def test_limits_without_state_use_memory() -> None:
+    guard = Guard.from_dict(BUDGET_25)
+    assert type(guard.engine.store).__name__ == "MemoryStore"
+
+
+def test_round_trips_per_limited_decision_is_one(redis_server: RedisServer) -> None:
+    import redis
+
+    prefix = unique_prefix()
+    store: StateStore = RedisStore(redis_server.url, prefix=prefix)
+    guard = Guard.from_dict(limited(
+        {"id": "b", "limit": {"calls": 1000, "per": "session"}},
+        {"id": "r", "limit": {"calls": 1000, "window": "60s", "per": "agent"}}), state=store)
+    guard.check("t", {}, session="s", agent="a")
+    client = redis.Redis.from_url(redis_server.url)
+    before = client.info("commandstats")
+    for _ in range(50):
+        guard.check("t", {}, session="s", agent="a")
+    after = client.info("commandstats")
+    calls = sum(after[k]["calls"] - before.get(k, {"calls": 0})["calls"] for k in after
+                if k != "cmdstat_info")
+    assert calls == 50
+    store.close()
