@@ -283,3 +283,17 @@ def test_value_index_compares_types_exactly() -> None:
     assert g.check("t", {"n": 3}).rule == "n3"
     assert g.check("t", {"n": "3"}).effect is Effect.ALLOW
     assert g.check("t", {"n": True}).effect is Effect.ALLOW
+
+
+def test_unanalysable_input_fires_deny_rules_but_never_allow_rules() -> None:
+    g = guard(
+        {"id": "ok-ls", "match": {"kind": "shell"}, "shell": {"deny": ["ls *"]},
+         "effect": "allow"},
+        default="deny", tools={"t": {"kind": "shell"}})
+    assert g.check("t", {"command": "ls -la"}).rule == "ok-ls"
+    unparseable = g.check("t", {"command": "ls $(("})
+    assert unparseable.effect is Effect.DENY and unparseable.rule == "default"
+    deny = guard({"id": "no-rm", "match": {"kind": "shell"}, "shell": {"deny": ["rm *"]}},
+                 tools={"t": {"kind": "shell"}})
+    d = deny.check("t", {"command": "ls $(("})
+    assert d.effect is Effect.DENY and d.reasons[0].code == "shell.parse_error"

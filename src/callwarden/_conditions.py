@@ -22,6 +22,7 @@ __all__ = ["ArgsMatcher", "compile_permission_pattern"]
 # Modules that register argument-aware conditions (shell:, paths:, urls:, secrets:, if: ...).
 _CONDITION_MODULES: tuple[str, ...] = (
     "callwarden._paths", "callwarden._urls", "callwarden._cel", "callwarden._content",
+    "callwarden.shell._matcher",
 )
 
 
@@ -108,10 +109,10 @@ def compile_permission_pattern(kind: str | None, pattern: str) -> Matcher:
     analysis is available; path patterns expand ``~``; ``WebFetch(domain:x)`` matches hosts.
     """
     if kind == "shell":
-        if pattern.endswith(":*"):
-            pattern = pattern[:-2] + "*"
-        regex = re.compile(fnmatch.translate(" ".join(pattern.split())), re.S)
-        return _PrimaryGlob(pattern, "command", regex)
+        from callwarden.shell import ShellMatcher
+
+        # Flag-aware and parsed: `rm -rf *` also catches `rm -fr /`, `sudo /bin/rm -R -f ~`.
+        return ShellMatcher({"deny": [pattern]}, CompileEnv())  # type: ignore[no-any-return]
     if kind in ("file.read", "file.write"):
         from callwarden._paths import PathMatcher
 

@@ -17,6 +17,8 @@ from callwarden._profiles import ToolProfile
 __all__ = ["Plan", "Rewrite", "Rule", "RuleIndex", "Selector"]
 
 _GLOB_CHARS = frozenset("*?[")
+# Hit codes that mean "could not be analysed" rather than "matched".
+_UNCERTAIN = (".parse_error", ".invalid", ".opaque", ".incomplete", ".error")
 
 
 def is_glob(text: str) -> bool:
@@ -265,9 +267,14 @@ class Rule:
             return as_verdict(self.policy.evaluate(subject.call, subject))
         hit: Hit | None = None
         details: list[str] = []
+        allow = self.effect is Effect.ALLOW
         for _key, condition in self.conditions:
             hit = condition(subject)
             if hit is None:
+                return None
+            if allow and hit.code.endswith(_UNCERTAIN):
+                # "Could not analyse" makes deny rules fire (fail closed); it must never make
+                # an allow rule fire, or uncertainty would open the door.
                 return None
             details.append(hit.detail)
         code = hit.code if hit is not None else "matched"

@@ -1,0 +1,264 @@
+"""The ``shell:`` rule condition: command deny/allow lists, structured rules, file access."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from callwarden._matchers import CompileEnv, ConfigError, Hit, Subject, register_condition
+from callwarden.shell._analysis import analyze_command
+from callwarden.shell._model import CommandAnalysis
+from callwarden.shell._parse import INSTALL_HINT, parser_available
+from callwarden.shell._pattern import (
+    CommandRule,
+    PathGlobs,
+    ShellPatternSet,
+    canonical_flags,
+)
+
+__all__ = ["ShellMatcher", "shell_analysis"]
+
+_MEMO_KEY = "shell.analysis"
+_HIT_VALUES = frozenset({"deny", "ask", "halt", "hit", "true", "yes"})
+_PASS_VALUES = frozenset({"allow", "ignore", "false", "no", "none"})
+_RULE_KEYS = frozenset({"program", "subcommand", "wrappers", "flags", "any_flags", "not_flags",
+                        "args", "options", "line", "ignore_case", "id"})
+_CONFIG_KEYS = ("deny", "allow", "rules", "reads", "writes", "opaque", "parse_error", "home",
+                "cwd")
+
+
+def shell_analysis(subject: Subject, *, home: str | None = None,
+                   cwd: str | None = None) -> CommandAnalysis:
+    """The analysis of the call's shell command, computed once per call (``subject.memo``).
+
+    The command is the argument playing the ``command`` role. A list of strings (``["bash",
+    "-lc", "..."]``) is read as argv; anything else that is not a string yields an analysis
+    whose ``parse_error`` says why.
+    """
+    key = _MEMO_KEY if home is None and cwd is None else f"{_MEMO_KEY}|{home}|{cwd}"
+    memo = subject.memo
+    cached = memo.get(key)
+    if cached is None:
+        cached = analyze_command(subject.role("command"), home=home, cwd=cwd)
+        memo[key] = cached
+    return cached
+
+
+@register_condition("shell")
+class ShellMatcher:
+    """The ``shell:`` condition: holds when the call's command breaks the configured policy.
+
+    Config (every key optional, at least one of the first five)::
+
+        shell:
+          deny: ["rm -r *", "mkfs *", "git push --force *", "curl * | {sh,bash}"]
+          allow: ["git log *", "ls *"]     # a command matching none of these is a hit
+          rules:                           # structured rules, for what patterns cannot say
+            - {program: rm, flags: [r], args: ["/", "~", "..", "/*"]}
+            - {program: git, subcommand: clean, flags: [f], not_flags: [dry-run]}
+            - {program: psql, options: {c: ["*drop database*"]}, ignore_case: true}
+          reads: ["~/.ssh/id_*", "!~/.ssh/*.pub", "**/.env"]   # files it must not read
+          writes: ["~/.bashrc", "/etc/**", "/dev/tcp/**"]      # files it must not write
+          opaque: deny        # deny/ask/hit: what cannot be known statically is a hit
+          parse_error: deny   # default: a command that cannot be parsed is a hit
+          home: /home/dev     # what ~ and $HOME mean (default: left as ~)
+          cwd: /home/dev/app  # where relative paths start (default: left relative)
+
+    Patterns are flag-aware (see ``callwarden.shell.ShellPatternSet``): ``rm -r *`` catches
+    ``rm -fr /``, ``/bin/rm -Rf /`` and ``sudo rm --recursive --force /tmp/x``. Every simple
+    command is checked, including those nested in ``sh -c``, ``eval``, ``$(...)``, ``xargs``,
+    ``find -exec``, wrappers and decoded payloads. Structured rules take ``program`` (name,
+    glob or list) and optionally ``subcommand``, ``wrappers``, ``flags`` (all required),
+    ``any_flags``, ``not_flags``, ``args`` (some operand matches a glob), ``options``
+    (option -> value globs), ``line`` (globs over the whole command line), ``ignore_case``
+    and ``id``. Hit codes: ``shell.denied``, ``shell.not_allowed``, ``shell.opaque``,
+    ``shell.parse_error``.
+    """
+
+    __slots__ = ("_allow", "_cwd", "_deny", "_home", "_opaque", "_parse_error", "_reads",
+                 "_rules", "_writes")
+
+    def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
+        env = env or CompileEnv()
+        if not isinstance(config, Mapping):
+            raise ConfigError("shell: expects a mapping such as {deny: ['rm -r *']}",
+                              hint="e.g. shell: {deny: ['rm -r *', 'curl * | sh'], opaque: ask}")
+        for key in config:
+            if key not in _CONFIG_KEYS:
+                raise ConfigError(f"unknown key {key!r}", key=str(key),
+                                  hint="shell: accepts " + ", ".join(_CONFIG_KEYS))
+        self._deny = _patterns(config, "deny")
+        self._allow = _patterns(config, "allow")
+        if self._allow is not None and self._allow.has_pipelines:
+            raise ConfigError("allow patterns describe one command each, not pipelines",
+                              key="allow", hint="list each command of the pipeline on its own")
+        self._rules = _rules(config.get("rules"))
+        self._reads = _paths(config, "reads")
+        self._writes = _paths(config, "writes")
+        self._opaque = _switch(config, "opaque", default=False)
+        self._parse_error = _switch(config, "parse_error", default=True)
+        if not any((self._deny, self._allow, self._rules, self._reads, self._writes,
+                    self._opaque)):
+            raise ConfigError("shell: needs at least one of deny, allow, rules, reads, writes "
+                              "or opaque", hint="e.g. shell: {deny: ['rm -r *']}")
+        if not parser_available():
+            raise ConfigError("shell: cannot load the bash grammar", hint=INSTALL_HINT)
+        self._home = _opt_str(config, "home", env.options.get("home"))
+        self._cwd = _opt_str(config, "cwd", env.options.get("cwd"))
+
+    def __call__(self, subject: Subject) -> Hit | None:
+        """Returns a Hit when the call's command is denied, not allowed, opaque or unparseable."""
+        return self.check(shell_analysis(subject, home=self._home, cwd=self._cwd))
+
+    def check(self, analysis: CommandAnalysis) -> Hit | None:
+        """Applies the condition to an analysis (what ``__call__`` does after analysing)."""
+        if analysis.parse_error is not None and self._parse_error:
+            return Hit(f"command cannot be analysed: {analysis.parse_error}",
+                       code="shell.parse_error")
+        if self._deny is not None:
+            found = self._deny.match(analysis)
+            if found is not None:
+                return Hit(found.detail, code="shell.denied")
+        if self._rules is not None:
+            found = self._rules.match(analysis)
+            if found is not None:
+                return Hit(found.detail, code="shell.denied")
+        if self._reads is not None:
+            path = self._reads.first(analysis.reads, analysis.home)
+            if path is not None:
+                return Hit(f"reads {path[0]!r} (matches {path[1]!r})", code="shell.denied")
+        if self._writes is not None:
+            path = self._writes.first(analysis.writes, analysis.home)
+            if path is not None:
+                return Hit(f"writes {path[0]!r} (matches {path[1]!r})", code="shell.denied")
+        if self._allow is not None:
+            cmd = self._allow.first_not_allowed(analysis)
+            if cmd is not None:
+                shown = " ".join(cmd.text.split())[:160]
+                return Hit(f"{shown!r} is not in the allow list", code="shell.not_allowed")
+        if self._opaque and analysis.opaque:
+            return Hit("cannot be known statically: " + "; ".join(analysis.opaque[:3]),
+                       code="shell.opaque")
+        return None
+
+
+def _opt_str(config: Mapping[str, Any], key: str, default: Any) -> str | None:
+    value = config.get(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{key} must be a path string", key=key)
+    return value
+
+
+def _switch(config: Mapping[str, Any], key: str, *, default: bool) -> bool:
+    value = config.get(key)
+    if value is None:
+        return default
+    text = str(value).lower()
+    if value is True or text in _HIT_VALUES:
+        return True
+    if value is False or text in _PASS_VALUES:
+        return False
+    raise ConfigError(f"{key}: expected deny, ask, allow, true or false, not {value!r}", key=key,
+                      hint=f"e.g. {key}: deny  (treat it as a hit) or {key}: allow")
+
+
+def _str_list(config: Mapping[str, Any], key: str) -> list[str] | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{key} must be a list of strings", key=key)
+    return list(value)
+
+
+def _patterns(config: Mapping[str, Any], key: str) -> ShellPatternSet | None:
+    values = _str_list(config, key)
+    if values is None:
+        return None
+    try:
+        return ShellPatternSet.compile(values)
+    except ValueError as e:
+        raise ConfigError(str(e), key=key,
+                          hint="patterns look like commands: 'rm -r *', 'curl * | sh'") from e
+
+
+def _paths(config: Mapping[str, Any], key: str) -> PathGlobs | None:
+    values = _str_list(config, key)
+    if values is None:
+        return None
+    try:
+        return PathGlobs(values)
+    except Exception as e:  # a bad character class is the only way to get here
+        raise ConfigError(f"invalid glob in {key}: {e}", key=key) from e
+
+
+def _rules(value: Any) -> ShellPatternSet | None:
+    if value is None:
+        return None
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise ConfigError("rules must be a list of mappings", key="rules",
+                          hint="e.g. rules: [{program: rm, flags: [r], args: ['/']}]")
+    return ShellPatternSet.from_rules(compile_structured(r, i) for i, r in enumerate(value))
+
+
+def _names(rule: Mapping[str, Any], key: str, where: str) -> list[str]:
+    value = rule.get(key)
+    if value is None:
+        return []
+    if isinstance(value, str | int):
+        value = [value]
+    if not isinstance(value, Sequence) or not all(isinstance(v, str | int) for v in value):
+        raise ConfigError(f"{key} must be a string or a list of strings", key=where)
+    return [str(v) for v in value]
+
+
+def compile_structured(rule: Any, index: int = 0) -> CommandRule:
+    """Compiles one structured rule mapping (see ShellMatcher) into a CommandRule."""
+    where = f"rules[{index}]"
+    if not isinstance(rule, Mapping):
+        raise ConfigError("each rule must be a mapping", key=where,
+                          hint="e.g. {program: rm, flags: [r], args: ['/']}")
+    unknown = set(rule) - _RULE_KEYS
+    if unknown:
+        raise ConfigError(f"unknown key {sorted(unknown)[0]!r}", key=where,
+                          hint="rules accept " + ", ".join(sorted(_RULE_KEYS)))
+    programs = _names(rule, "program", where)
+    if not programs:
+        raise ConfigError("a rule needs a program (a name, glob or list)", key=where)
+    first = programs[0]
+    subcommands = _names(rule, "subcommand", where)
+    sub = subcommands[0] if len(subcommands) == 1 else None
+    options: dict[str, list[str]] = {}
+    raw_options = rule.get("options") or {}
+    if not isinstance(raw_options, Mapping):
+        raise ConfigError("options must map option names to value globs", key=where)
+    for name, values in raw_options.items():
+        (canonical,) = canonical_flags(first, [str(name)], sub)
+        options[canonical] = _names({"v": values}, "v", where)
+    label = str(rule.get("id") or _describe_rule(rule))
+    return CommandRule(
+        label=label,
+        programs=programs,
+        wrappers=_names(rule, "wrappers", where),
+        subcommands=subcommands,
+        flags=canonical_flags(first, _names(rule, "flags", where), sub),
+        any_flags=canonical_flags(first, _names(rule, "any_flags", where), sub),
+        not_flags=canonical_flags(first, _names(rule, "not_flags", where), sub),
+        options=options,
+        args=_names(rule, "args", where),
+        line=_names(rule, "line", where),
+        ignore_case=bool(rule.get("ignore_case", False)),
+    )
+
+
+def _describe_rule(rule: Mapping[str, Any]) -> str:
+    parts = []
+    for key in ("program", "subcommand", "flags", "any_flags", "args", "options", "line"):
+        if key in rule:
+            parts.append(f"{key}={rule[key]}")
+    text = "rule(" + ", ".join(parts) + ")"
+    return text if len(text) <= 120 else text[:117] + "..."
