@@ -37,7 +37,8 @@ __all__ = ["compile_policy", "load_policy_file", "load_policy_text"]
 Path_ = tuple[str | int, ...]
 
 _TOP_KEYS = ("version", "name", "description", "default", "mode", "on_error", "timeout",
-             "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth", "lists", "state")
+             "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth", "lists", "state",
+             "extends", "workspace")
 _RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_error", "phase",
               "use", "config", "examples", "set", "unset", "cap", "limit")
 _MATCH_KEYS = ("tool", "kind", "side_effect", "agent", "principal", "framework")
@@ -152,11 +153,34 @@ def compile_policy(
                     "this callwarden reads version 1")
 
     settings = _settings(data, check, lines, digest)
-    env = CompileEnv(base_dir=base_dir or Path.cwd(),
-                     lists=_lists(data.get("lists"), check, base_dir or Path.cwd()))
-    profiles = _profiles(data.get("tools"), check, lines)
+    folder = base_dir or Path.cwd()
+    bases = _bases(data.get("extends"), ("extends",), check, folder, ()) if "extends" in data \
+        else []
+    named_lists: dict[str, Any] = {}
+    profiles: dict[str, ToolProfile] = {}
+    for base in bases:
+        named_lists.update(_lists(base.data.get("lists"), base.check, base.folder))
+        profiles.update(_profiles(base.data.get("tools"), base.check, base.lines))
+    named_lists.update(_lists(data.get("lists"), check, folder))
+    profiles.update(_profiles(data.get("tools"), check, lines))
+    options = _workspace(data.get("workspace"), check, folder)
+    env = CompileEnv(base_dir=folder, lists=named_lists, options=options)
     rules: list[Rule] = []
     examples: list[tuple[Path_, str, Mapping[str, Any]]] = []
+    # Rules of the policies this one extends come first; a rule here with the same id
+    # replaces the inherited one. Inherited examples are checked when the base itself loads.
+    for base in bases:
+        base_env = CompileEnv(base_dir=base.folder, lists=named_lists, options=options)
+        for i, raw in enumerate(base.data.get("rules") or []):
+            rule = _rule(raw, ("rules", i), base.check, base.lines, base_env, len(rules), [])
+            if rule is not None:
+                rules.append(rule)
+        for effect_name in ("deny", "ask", "allow"):
+            if effect_name in base.data:
+                rules.extend(_permission_rules(base.data[effect_name], effect_name, base.check,
+                                               base.lines, len(rules)))
+        check.problems.extend(base.check.problems)
+    inherited = {r.id: r for r in rules}
 
     raw_rules = data.get("rules", [])
     if raw_rules is None:
@@ -173,6 +197,8 @@ def compile_policy(
             check.error(("rules", i, "id"), f"duplicate rule id {rule.id!r}",
                         f"ids must be unique; the first is at line {lines.line(seen_ids[rule.id])}")
         seen_ids[rule.id] = ("rules", i)
+        if rule.id in inherited:
+            rules.remove(inherited.pop(rule.id))
         rules.append(rule)
 
     for effect_name in ("deny", "ask", "allow"):
@@ -233,6 +259,91 @@ def _settings(data: Mapping[str, Any], check: _Checker, lines: Lines, digest: st
         timeout=timeout,
         name=label,
     )
+
+
+def _workspace(raw: Any, check: _Checker, folder: Path) -> dict[str, Any]:
+    """``workspace: {root: ., home: /home/dev}``: where relative paths and ``~`` point.
+
+    Defaults: the process's working directory and ``$HOME`` when the guard is built.
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        check.error(("workspace",), "must be a mapping", "e.g. workspace: {root: ., home: ~}")
+        return {}
+    check.keys(raw, ("workspace",), ("root", "home"), "workspace")
+    out: dict[str, Any] = {}
+    for key in ("root", "home"):
+        if key in raw:
+            value = raw[key]
+            if not isinstance(value, str) or not value:
+                check.error(("workspace", key), "must be a directory path")
+                continue
+            path = Path(value).expanduser()
+            out[key] = str(path if path.is_absolute() else (folder / path).resolve())
+    if "root" in out:
+        out["project_root"] = out["cwd"] = out["root"]
+    return out
+
+
+BUILTIN_POLICIES = {
+    "callwarden:recommended": Path(__file__).parent / "policies" / "recommended.yaml",
+    "callwarden:shell": Path(__file__).parent / "shell" / "baseline.yaml",
+}
+
+
+class _Base:
+    """A policy this one extends: its data, lines, folder and own problem list."""
+
+    __slots__ = ("check", "data", "folder", "lines")
+
+    def __init__(self, data: Mapping[str, Any], lines: Lines, folder: Path) -> None:
+        self.data = data
+        self.lines = lines
+        self.folder = folder
+        self.check = _Checker(lines)
+
+
+def _bases(raw: Any, path: Path_, check: _Checker, folder: Path,
+           chain: tuple[Path, ...]) -> list[_Base]:
+    """Loads the policies named by ``extends:`` (and theirs), deepest first."""
+    names = [raw] if isinstance(raw, str) else raw
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        check.error(path, "must name a policy or a list of policies",
+                    "e.g. extends: callwarden:recommended (or a path next to this file)")
+        return []
+    out: list[_Base] = []
+    for i, name in enumerate(names):
+        item_path = path if isinstance(raw, str) else (*path, i)
+        if name.startswith("callwarden:"):
+            target = BUILTIN_POLICIES.get(name)
+            if target is None:
+                check.error(item_path, f"no built-in policy {name!r}",
+                            f"built-in policies: {', '.join(sorted(BUILTIN_POLICIES))}")
+                continue
+        else:
+            target = (folder / name).resolve()
+        if target in chain:
+            check.error(item_path, f"{name!r} extends itself (directly or through another)")
+            continue
+        try:
+            data, lines = load_yaml(target.read_text(encoding="utf-8"), str(target))
+        except OSError as e:
+            check.error(item_path, f"cannot read {name!r}: {e.strerror or e}")
+            continue
+        except PolicyError as e:
+            check.problems.extend(e.problems)
+            continue
+        if not isinstance(data, Mapping):
+            check.error(item_path, f"{name!r} is not a policy mapping")
+            continue
+        base = _Base(data, lines, target.parent)
+        base.check.keys(data, (), _TOP_KEYS, "the policy")
+        if "extends" in data:
+            out.extend(_bases(data["extends"], ("extends",), base.check, target.parent,
+                              (*chain, target)))
+        out.append(base)
+    return out
 
 
 def _store(raw: Any, check: _Checker, base_dir: Path) -> Any:

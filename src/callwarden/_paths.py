@@ -898,7 +898,7 @@ class PathMatcher:
         self._glob_dot = _bool(config, "glob_dotfiles", False)
         root = _opt_str(config, "root") or str(env.options.get("project_root") or os.getcwd())
         root = _lexical_abs(root, str(env.base_dir))
-        home = _opt_str(config, "home") or os.path.expanduser("~")
+        home = _opt_str(config, "home") or str(env.options.get("home") or os.path.expanduser("~"))
         fs_root = _opt_str(config, "fs_root")
         self._fs_root = _lexical_abs(fs_root, str(env.base_dir)) if fs_root else None
         self._canon = PathCanonicalizer(root=root, home=home,

@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("files", nargs="+", type=Path)
     test.add_argument("--verbose", "-v", action="store_true", help="list passing cases too")
 
+    init = sub.add_parser("init", help="write a starter policy that extends callwarden:recommended")
+    init.add_argument("path", nargs="?", type=Path, default=Path("policy.yaml"))
+
     demo = sub.add_parser("demo", help="run a scripted agent's calls through an example policy")
     demo.add_argument("--policy", "-p", type=Path, default=None,
                       help="policy file (default: the bundled example)")
@@ -65,7 +68,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the exit code."""
     args = _parser().parse_args(argv)
-    handler = {"check": _check, "lint": _lint, "test": _test, "demo": _demo}[args.command]
+    handler = {"check": _check, "lint": _lint, "test": _test, "demo": _demo,
+               "init": _init}[args.command]
     try:
         return handler(args, sys.stdout)
     except PolicyError as e:
@@ -169,6 +173,32 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
     if errors:
         return EXIT_USAGE
     return EXIT_TESTS_FAILED if failed else EXIT_OK
+
+
+_STARTER = """\
+# callwarden policy. Check a call:  callwarden check -p {name} -t Bash -a '{{"command": "ls"}}'
+version: 1
+extends: callwarden:recommended   # destructive commands, credentials, exfiltration, ...
+default: allow
+# workspace: {{root: ., home: ~}} # where relative paths and ~ point (default: cwd and $HOME)
+
+rules: []
+  # - id: no-prod-deploys
+  #   match: {{tool: deploy}}
+  #   args: {{env: prod}}
+  #   effect: deny
+  #   message: Deploy to staging instead.
+"""
+
+
+def _init(args: argparse.Namespace, out: TextIO) -> int:
+    path: Path = args.path
+    if path.exists():
+        print(f"error: {path} exists; not overwriting it", file=sys.stderr)
+        return EXIT_USAGE
+    path.write_text(_STARTER.format(name=path.name), encoding="utf-8")
+    print(f"wrote {path} (extends callwarden:recommended); try: callwarden test {path}", file=out)
+    return EXIT_OK
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
