@@ -68,3 +68,16 @@ def test_lint_error_example_is_what_lint_prints(workdir: Path, capsys) -> None:
     assert main(["lint", "policy.yaml"]) == 2
     out = capsys.readouterr().out
     assert expected in out
+
+
+def test_limits_block_loads_and_limits(workdir: Path) -> None:
+    body = next(body for name, body in blocks("yaml") if body.startswith("state:"))
+    (workdir / "limits.yaml").write_text("version: 1\n" + body)
+    guard = Guard.from_file(workdir / "limits.yaml")
+    assert [guard.check("fetch", {"n": i}, agent="a").allowed for i in range(11)].count(True) == 10
+    assert [guard.check("x", {}, session="r").effect for _ in range(6)][-1] == "halt"
+    assert guard.check("pay", {"amount": 2000}, principal="p").effect == "ask"
+    guard.check("web_fetch", {"url": "https://x"}, session="s")
+    assert guard.check("send_email", {}, session="s").effect == "ask"
+    assert (workdir / "state.db").exists()
+    guard.engine.store.close()

@@ -6,7 +6,7 @@ limits that apply to a call::
     limit: {calls: 25, per: session}                          # budget: 25 calls per session
     limit: {calls: 10, window: 60s, per: [agent, tool]}       # rate: sliding 60 s window
     limit: {sum: args.amount, max: 1000, window: 1d, per: principal}   # weighted budget
-    limit: {attempts: 5, window: 10m, per: [session, tool]}   # attempt cap: denied calls count too
+    limit: {attempts: 5, window: 10m, per: [session, tool, args]}  # the same call retried
 
 Budgets and rate limits count only calls the final decision allows; attempt caps count every
 call they apply to, so an agent retrying a blocked call in a loop is stopped.
@@ -14,6 +14,8 @@ call they apply to, so an agent retrying a blocked call in a loop is stopped.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +28,7 @@ from callwarden.state import Counter, CounterState
 
 __all__ = ["PER_FIELDS", "LimitSpec", "describe_exceeded"]
 
-PER_FIELDS = ("session", "agent", "principal", "tool", "framework")
+PER_FIELDS = ("session", "agent", "principal", "tool", "framework", "args")
 _KEYS = ("calls", "attempts", "sum", "max", "window", "per")
 
 
@@ -97,6 +99,11 @@ class LimitSpec:
         """
         parts = [rule_id]
         for field in self.per:
+            if field == "args":
+                # The same arguments again: what a retry loop looks like.
+                canonical = json.dumps(call.args, sort_keys=True, default=repr)
+                parts.append("args=" + hashlib.sha256(canonical.encode()).hexdigest()[:20])
+                continue
             value = getattr(call, field)
             parts.append(f"{field}={'' if value is None else value}")
         key = "|".join(parts)

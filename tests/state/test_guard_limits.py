@@ -246,3 +246,12 @@ def test_round_trips_per_limited_decision_is_one(redis_server: RedisServer) -> N
     per_script = {k: delta[k] for k in client_side - scripted}
     assert not per_script, per_script
     store.close()
+
+
+def test_attempt_cap_per_args_targets_identical_retries(store) -> None:
+    guard = Guard.from_dict(limited({"id": "loop", "effect": "halt",
+                                     "limit": {"attempts": 2, "per": ["session", "args"]}}),
+                            state=store)
+    same = [guard.check("t", {"q": 1}, session="s").effect for _ in range(3)]
+    assert same == [Effect.ALLOW, Effect.ALLOW, Effect.HALT]
+    assert guard.check("t", {"q": 2}, session="s").allowed
