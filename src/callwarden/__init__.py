@@ -13,6 +13,7 @@ from callwarden._policy import Policy, load_object, policy
 from callwarden._profiles import SideEffect, ToolProfile, default_profile
 from callwarden.exceptions import (
     ApprovalRequired,
+    AuditError,
     CallwardenError,
     InvalidCall,
     PolicyError,
@@ -25,6 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalRequired",
+    "AuditError",
     "CallwardenError",
     "CompileEnv",
     "ConfigError",

@@ -13,7 +13,13 @@ from callwarden._call import FrozenDict, ToolCall, new_id, snapshot, thaw
 from callwarden._decision import Decision, Effect, Mode, Reason
 from callwarden._engine import Engine, Flow
 from callwarden._profiles import ToolProfile
-from callwarden.exceptions import ApprovalRequired, InvalidCall, RunHalted, ToolDenied
+from callwarden.exceptions import (
+    ApprovalRequired,
+    AuditError,
+    InvalidCall,
+    RunHalted,
+    ToolDenied,
+)
 
 __all__ = ["Guard"]
 
@@ -41,6 +47,7 @@ class Guard:
         name: str | None = None,
         state: Any = None,
         clock: Callable[[], float] | None = None,
+        audit: Any = None,
     ) -> None:
         """Builds a guard in Python; ``rules`` are policy-file rules as dicts.
 
@@ -48,6 +55,7 @@ class Guard:
             state: a ``StateStore`` or a store URL (``memory``, ``sqlite:///p.db``,
                 ``redis://host:6379/0``) for limits and history; memory when omitted.
             clock: wall clock for limit windows and history (tests inject one).
+            audit: a ``callwarden.audit.Auditor`` recording every decision and outcome.
         """
         from callwarden._loader import compile_policy
 
@@ -66,24 +74,30 @@ class Guard:
             store = open_store(state)
         self._engine = compile_policy(spec, extra_policies=policies, store=store, clock=clock)
         self.source: str | None = None
+        self._auditor: Any = audit
 
     @classmethod
-    def _from_engine(cls, engine: Engine, source: str | None = None) -> Guard:
+    def _from_engine(cls, engine: Engine, source: str | None = None, *,
+                     audit: bool = True) -> Guard:
         guard = cls.__new__(cls)
         guard._engine = engine
         guard.source = source
+        guard._auditor = engine.extensions.get("audit") if audit else None
         return guard
 
     @classmethod
-    def from_file(cls, path: str | Path, *, check_examples: bool = True) -> Guard:
+    def from_file(cls, path: str | Path, *, check_examples: bool = True,
+                  audit: bool = True) -> Guard:
         """Loads a YAML policy file.
+
+        ``audit=False`` ignores its ``audit:`` sinks (for what-if use: replay, tests).
 
         Raises:
             PolicyError: listing every problem with its file, line and key.
         """
         from callwarden._loader import load_policy_file
 
-        engine = load_policy_file(Path(path), check_examples=check_examples)
+        engine = load_policy_file(Path(path), check_examples=check_examples, audit=audit)
         return cls._from_engine(engine, str(path))
 
     @classmethod
@@ -169,16 +183,20 @@ class Guard:
         """
         flow = self._flow(tool, args, call_id, agent, session, principal, framework, context,
                           extra)
-        if type(flow) is Decision:
-            return flow
-        engine = self._engine
         try:
+            if type(flow) is Decision:
+                raise StopIteration(flow)
             step = next(flow)  # type: ignore[arg-type]
             while True:
                 step = flow.send(step.run())  # type: ignore[union-attr]
         except StopIteration as done:
             decision: Decision = done.value
-            return decision
+        if self._auditor is not None:
+            try:
+                self._auditor.decision(decision)
+            except AuditError as e:
+                return _audit_failed(decision, e)
+        return decision
 
     async def acheck(self, tool: str, args: Any = None, *, call_id: str | None = None,
                      agent: str | None = None, session: str | None = None,
@@ -187,16 +205,20 @@ class Guard:
         """Async twin of ``check``: user policies are awaited (``aevaluate``) with the deadline."""
         flow = self._flow(tool, args, call_id, agent, session, principal, framework, context,
                           extra)
-        if type(flow) is Decision:
-            return flow
-        engine = self._engine
         try:
+            if type(flow) is Decision:
+                raise StopIteration(flow)
             step = next(flow)  # type: ignore[arg-type]
             while True:
                 step = flow.send(await step.arun())  # type: ignore[union-attr]
         except StopIteration as done:
             decision: Decision = done.value
-            return decision
+        if self._auditor is not None:
+            try:
+                await self._auditor.adecision(decision)
+            except AuditError as e:
+                return _audit_failed(decision, e)
+        return decision
 
     # -- running ----------------------------------------------------------------------------
 
@@ -209,16 +231,42 @@ class Guard:
         """
         decision = self.check(tool, args, **context)
         _raise_unless_allowed(decision)
-        return fn(**thaw(decision.args))
+        if self._auditor is None:
+            return fn(**thaw(decision.args))
+        started = _perf()
+        try:
+            result = fn(**thaw(decision.args))
+        except BaseException as e:
+            self._auditor.outcome(decision, "error", _perf() - started, f"{type(e).__name__}: {e}")
+            raise
+        self._auditor.outcome(decision, "ok", _perf() - started)
+        return result
 
     async def arun(self, tool: str, args: Any, fn: Callable[..., Any], **context: Any) -> Any:
         """Async twin of ``run``; ``fn`` may be sync or async."""
         decision = await self.acheck(tool, args, **context)
         _raise_unless_allowed(decision)
-        result = fn(**thaw(decision.args))
-        if inspect.isawaitable(result):
-            result = await result
+        started = _perf()
+        try:
+            result = fn(**thaw(decision.args))
+            if inspect.isawaitable(result):
+                result = await result
+        except BaseException as e:
+            if self._auditor is not None:
+                await self._auditor.aoutcome(decision, "error", _perf() - started,
+                                             f"{type(e).__name__}: {e}")
+            raise
+        if self._auditor is not None:
+            await self._auditor.aoutcome(decision, "ok", _perf() - started)
         return result
+
+    def close(self) -> None:
+        """Flushes and closes the audit sinks and the state store."""
+        if self._auditor is not None:
+            self._auditor.close()
+        store = self._engine.store
+        if store is not None:
+            store.close()
 
     def protect(self, fn: F | None = None, *, tool: str | None = None, **context: Any) -> Any:
         """Decorator guarding a plain function (sync or async) as a tool named after it.
@@ -272,6 +320,18 @@ class Guard:
 
 def _kwargs_caller(invoke: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
     return lambda **effective: invoke(effective)
+
+
+def _audit_failed(decision: Decision, error: AuditError) -> Decision:
+    """Audit is required and could not be written: the call must not run (fail closed)."""
+    if not decision.effect.allows:
+        return decision
+    reason = Reason("audit_failed", str(error), "audit")
+    return decision._replace(
+        effect=Effect.DENY, args=decision.call.args, reasons=(reason, *decision.reasons),
+        rule="audit", source=None,
+        message=f"The call to '{decision.call.tool}' was not run: the audit log required by the "
+                "policy could not be written. Try again later or tell the user.")
 
 
 def _raise_unless_allowed(decision: Decision) -> None:

@@ -38,7 +38,7 @@ Path_ = tuple[str | int, ...]
 
 _TOP_KEYS = ("version", "name", "description", "default", "mode", "on_error", "timeout",
              "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth", "lists", "state",
-             "extends", "workspace")
+             "extends", "workspace", "audit")
 _RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_error", "phase",
               "use", "config", "examples", "set", "unset", "cap", "limit")
 _MATCH_KEYS = ("tool", "kind", "side_effect", "agent", "principal", "framework")
@@ -95,7 +95,7 @@ class _Checker:
         return ()
 
 
-def load_policy_file(path: Path, *, check_examples: bool = True) -> Engine:
+def load_policy_file(path: Path, *, check_examples: bool = True, audit: bool = True) -> Engine:
     """Loads and compiles a policy file.
 
     Raises:
@@ -109,15 +109,15 @@ def load_policy_file(path: Path, *, check_examples: bool = True) -> Engine:
     except UnicodeDecodeError as e:
         raise PolicyError(Problem("policy file is not UTF-8 text", str(path))) from e
     return load_policy_text(text, filename=str(path), base_dir=path.parent,
-                            check_examples=check_examples)
+                            check_examples=check_examples, audit=audit)
 
 
 def load_policy_text(text: str, *, filename: str = "<policy>", base_dir: Path | None = None,
-                     check_examples: bool = True) -> Engine:
+                     check_examples: bool = True, audit: bool = True) -> Engine:
     """Parses and compiles YAML policy text."""
     data, lines = load_yaml(text, filename)
     return compile_policy(data, lines=lines, base_dir=base_dir, check_examples=check_examples,
-                          digest=hashlib.sha256(text.encode()).hexdigest())
+                          digest=hashlib.sha256(text.encode()).hexdigest(), audit=audit)
 
 
 def compile_policy(
@@ -130,8 +130,12 @@ def compile_policy(
     digest: str | None = None,
     store: Any = None,
     clock: Any = None,
+    audit: bool = True,
 ) -> Engine:
     """Validates a policy document and compiles it into an Engine.
+
+    ``audit=False`` ignores the policy's ``audit:`` sinks (replaying or testing a policy must
+    not write into the live audit log).
 
     Raises:
         PolicyError: with every problem found, each with its line when known.
@@ -220,9 +224,19 @@ def compile_policy(
 
     if store is None and data.get("state") is not None:
         store = _store(data["state"], check, base_dir or Path.cwd())
+    extensions: dict[str, Any] = {}
+    if audit and data.get("audit") is not None and not check.problems:
+        from callwarden.audit import Auditor
+
+        try:
+            extensions["audit"] = Auditor.from_config(data["audit"], base_dir=folder)
+        except ConfigError as e:
+            sub = tuple(getattr(e, "path", ()) or ())
+            check.error(("audit", *sub), str(e), e.hint)
     if check.problems:
         raise PolicyError(check.problems)
-    engine = Engine(rules, settings=settings, profiles=profiles, store=store, clock=clock)
+    engine = Engine(rules, settings=settings, profiles=profiles, store=store, clock=clock,
+                    extensions=extensions)
     if check_examples and examples:
         _check_examples(engine, examples, lines)
     return engine

@@ -47,7 +47,7 @@ def decide_case(engine: Engine, case: Mapping[str, Any]) -> Decision:
     """Decides the call a test case describes."""
     from callwarden._guard import Guard
 
-    guard = Guard._from_engine(engine)
+    guard = Guard._from_engine(engine, audit=False)
     fields = {k: case[k] for k in _CALL_FIELDS if k in case}
     return guard.check(case["tool"], case.get("args") or {}, context=case.get("context"),
                        **fields)
@@ -88,7 +88,7 @@ def run_test_file(path: Path) -> tuple[Path, list[CaseResult]]:
             "a test file needs 'policy: <file>' and 'cases: [...]'", str(path), 1,
             hint="or pass a policy file to run its inline examples"))
     policy_path = (path.parent / data["policy"]).resolve()
-    engine = load_policy_file(policy_path, check_examples=False)
+    engine = load_policy_file(policy_path, check_examples=False, audit=False)
     results = []
     problems = []
     for i, case in enumerate(data["cases"]):
@@ -108,7 +108,7 @@ def run_inline_examples(path: Path) -> list[CaseResult]:
     """Runs a policy file's inline ``examples`` and returns every result (failures included)."""
     from callwarden._loader import _Checker, _collect_examples, load_policy_file
 
-    engine = load_policy_file(path, check_examples=False)
+    engine = load_policy_file(path, check_examples=False, audit=False)
     data, lines = load_yaml(path.read_text(encoding="utf-8"), str(path))
     results = []
     for i, rule in enumerate((data or {}).get("rules") or []):

@@ -1,4 +1,4 @@
-"""The ``callwarden`` command line: check, lint, test, demo.
+"""The ``callwarden`` command line: check, lint, test, demo, replay, explain, audit summary.
 
 Exit codes (``check``): 0 allowed (allow or modify), 10 denied, 11 needs approval (ask),
 12 halted; every command: 2 for a usage error or an invalid policy, 1 for failed policy tests.
@@ -62,14 +62,19 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run a scripted agent's calls through an example policy")
     demo.add_argument("--policy", "-p", type=Path, default=None,
                       help="policy file (default: the bundled example)")
+
+    from callwarden.audit._cli import add_commands
+
+    add_commands(sub)  # replay, explain, audit summary: each sets its own handler
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the exit code."""
     args = _parser().parse_args(argv)
-    handler = {"check": _check, "lint": _lint, "test": _test, "demo": _demo,
-               "init": _init}[args.command]
+    handler = getattr(args, "handler", None) or {
+        "check": _check, "lint": _lint, "test": _test, "demo": _demo, "init": _init,
+    }[args.command]
     try:
         return handler(args, sys.stdout)
     except PolicyError as e:
@@ -87,7 +92,7 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as e:
         print(f"error: --args/--context must be JSON: {e}", file=sys.stderr)
         return EXIT_USAGE
-    guard = Guard.from_file(args.policy)
+    guard = Guard.from_file(args.policy, audit=False)  # a what-if: not a call to record
     decision = guard.check(args.tool, call_args, agent=args.agent, session=args.session,
                            principal=args.principal, framework=args.framework, context=context)
     if args.json:
@@ -129,7 +134,7 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
     failed = 0
     for path in args.files:
         try:
-            engine = load_policy_file(path)
+            engine = load_policy_file(path, audit=False)
         except PolicyError as e:
             failed += 1
             for problem in e.problems:

@@ -5,6 +5,7 @@ The hierarchy::
     CallwardenError
     ├── PolicyError            a policy file or policy object is invalid (carries every problem)
     ├── InvalidCall            a tool call cannot be snapshotted (cycle, too deep, not an object)
+    ├── AuditError             a required audit event could not be written in time
     └── ToolDenied             ``run`` / ``protect`` refused to execute a tool (carries the decision)
         ├── ApprovalRequired   the decision was ``ask`` and nobody approved it
         └── RunHalted          the decision was ``halt``: stop the whole agent run
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApprovalRequired",
+    "AuditError",
     "CallwardenError",
     "InvalidCall",
     "PolicyError",
@@ -73,6 +75,10 @@ class InvalidCall(CallwardenError):
     def __init__(self, message: str, *, code: str = "invalid_args") -> None:
         self.code = code
         super().__init__(message)
+
+
+class AuditError(CallwardenError):
+    """A required audit event could not be written in time; the call must not proceed."""
 
 
 class ToolDenied(CallwardenError):

@@ -1,0 +1,142 @@
+"""Cost of auditing decisions with the JSONL sink, against deciding with no audit at all.
+
+Run: .venv/bin/python bench/bench_audit.py [N]
+
+With the 12-rule realistic policy and calls whose argument values vary (so that no cache
+hides the redaction cost), prints the median of 5 runs for:
+  - the decision alone (no auditor);
+  - caller cost: check + auditor.decision() as the calling thread sees it (the event is
+    queued; building, redaction and the write happen on the writer thread);
+  - sustained cost: the same, timed until every event is on disk (flush) — what a process
+    deciding flat out pays in total, GIL included — with default redaction and with
+    ``Redactor.off()``;
+  - required (fail-closed) mode: check + a synchronous, confirmed write;
+  - the writer's own work per event: decision_event() + JsonlSink.write(), with and without
+    redaction.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from callwarden import Guard
+from callwarden.audit import Auditor, JsonlSink, Redactor, decision_event
+
+HERE = Path(__file__).parent
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+RUNS = 5
+
+
+def varied_calls(n: int) -> list[tuple[str, dict[str, Any]]]:
+    calls = []
+    for i in range(n):
+        calls.append([
+            ("read_file", {"path": f"src/module_{i}.py"}),
+            ("bash", {"command": f"ls -la build/{i} && grep -rn TODO src/part{i}"}),
+            ("deploy", {"env": "staging", "build": f"b-{i}"}),
+            ("fetch", {"url": f"https://api.github.com/repos/acme/app/issues/{i}",
+                       "headers": {"Accept": "application/json"}}),
+            ("write_file", {"path": f"notes/{i}.md", "content": f"Meeting notes {i}: ship it."}),
+            ("mcp__github__list_issues", {"repo": "acme/app", "page": i}),
+        ][i % 6])
+    return calls
+
+
+def per_call_us(fn: Any, calls: list[tuple[str, dict[str, Any]]]) -> float:
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        for tool, args in calls:
+            fn(tool, args)
+        return (time.perf_counter() - t0) / len(calls) * 1e6
+    finally:
+        gc.enable()
+
+
+def median(samples: list[float]) -> float:
+    return round(statistics.median(samples), 2)
+
+
+def main() -> None:
+    guard = Guard.from_file(HERE / "policies" / "realistic.yaml")
+    calls = varied_calls(N)
+    check = guard.check
+    results: dict[str, float] = {}
+
+    results["decision only (no audit)"] = median([per_call_us(check, calls) for _ in range(RUNS)])
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, redactor in (("redaction on", None), ("redaction off", Redactor.off())):
+            caller, sustained = [], []
+            for run in range(RUNS):
+                log = Path(tmp) / f"{label.split()[1]}-{run}.jsonl"
+                auditor = Auditor([JsonlSink(log)], redactor=redactor, queue_size=N + 10)
+
+                def audited(tool: str, args: dict[str, Any], auditor: Auditor = auditor) -> None:
+                    auditor.decision(check(tool, args))
+
+                gc.disable()
+                t0 = time.perf_counter()
+                for tool, args in calls:
+                    audited(tool, args)
+                t1 = time.perf_counter()
+                auditor.flush(timeout=600)
+                t2 = time.perf_counter()
+                gc.enable()
+                stats = auditor.stats()
+                auditor.close()
+                assert stats["dropped"] == 0 and stats["written"] == N, stats
+                assert sum(1 for _ in log.open()) == N
+                caller.append((t1 - t0) / N * 1e6)
+                sustained.append((t2 - t0) / N * 1e6)
+            results[f"check + audit, caller's view ({label})"] = median(caller)
+            results[f"check + audit, sustained to disk ({label})"] = median(sustained)
+
+        required = []
+        for run in range(RUNS):
+            auditor = Auditor([JsonlSink(Path(tmp) / f"req-{run}.jsonl")], required=True,
+                              deadline=1.0)
+            required.append(per_call_us(lambda t, a, au=auditor: au.decision(check(t, a)),
+                                        calls[: N // 4]))
+            auditor.close()
+        results["check + audit, required mode (redaction on)"] = median(required)
+
+        decisions = [check(tool, args) for tool, args in calls]
+        for label, redactor in (("redaction on", Redactor()), ("redaction off", Redactor.off())):
+            samples = []
+            for run in range(RUNS):
+                sink = JsonlSink(Path(tmp) / f"w-{label.split()[1]}-{run}.jsonl")
+                redactor = Redactor() if redactor is not None and label.endswith("on") \
+                    else Redactor.off()  # fresh: no scan cache carried over between runs
+                gc.disable()
+                t0 = time.perf_counter()
+                for d in decisions:
+                    sink.write(decision_event(d, redactor))
+                samples.append((time.perf_counter() - t0) / N * 1e6)
+                gc.enable()
+                sink.close()
+            results[f"writer work per event: build + write ({label})"] = median(samples)
+
+    width = max(len(k) for k in results)
+    print(f"{N} decisions per run, median of {RUNS} runs, µs per decision")
+    for k, v in results.items():
+        print(f"  {k:<{width}}  {v:8.2f}")
+    base = results["decision only (no audit)"]
+    for label in ("redaction on", "redaction off"):
+        sink_cost = results[f"check + audit, sustained to disk ({label})"] - base
+        print(f"  JSONL sink cost, sustained ({label}): {sink_cost:.2f} µs = "
+              f"{sink_cost / base:.2f}x the decision; caller-side cost: "
+              f"{results['check + audit, caller' + chr(39) + f's view ({label})'] - base:.2f} µs")
+    print(f"  decisions per second: no audit {1e6 / base:,.0f}; audited (sustained, redaction "
+          f"on) {1e6 / results['check + audit, sustained to disk (redaction on)']:,.0f}; "
+          f"redaction off {1e6 / results['check + audit, sustained to disk (redaction off)']:,.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The audit trail: one event per decision (before the tool runs) and one per outcome.
+
+Wire an :class:`Auditor` with sinks, hand it decisions, and every event is redacted, bounded
+and delivered without holding up the call::
+
+    auditor = Auditor([JsonlSink("logs/audit.jsonl", rotate_bytes=10 << 20)])
+    decision = guard.check("bash", {"command": "ls"})
+    auditor.decision(decision)
+    ...  # the tool runs
+    auditor.outcome(decision, "ok", duration=0.012)
+
+Event fields (``schema_version`` 1; the JSON Schema ships as
+``callwarden/data/audit-event.schema.json``, see :func:`load_schema`):
+
+=================  ==========================================================================
+schema_version     always 1 for this layout
+type               ``decision`` or ``outcome``
+event_id           unique id of the event
+time               ISO 8601 UTC with microseconds (decision: when the call was made)
+decision_id        id of the decision (an outcome names the decision it follows)
+call_id            the framework's id for the call
+tool               the tool name
+agent, session,    who called, in which conversation, on whose behalf, through which
+principal,         framework (null when unknown)
+framework
+args               the arguments as asked, REDACTED (decision events)
+effective_args     the rewritten arguments, redacted; only when the decision modified them
+context            the call's free-form context, redacted
+effect             allow | modify | ask | deny | halt (what happened)
+would_effect       what enforce mode would have decided (observe mode), else null
+mode               enforce | observe
+rule, source       the deciding rule and where it is written (``policy.yaml:42``)
+matched            every rule that had an opinion: rule, source, effect, mode, code, detail
+reasons            why: code, message, rule
+message            the text given to the model
+policy             the policy's name and content hash (``name@hash``)
+elapsed_us         evaluation time in microseconds
+redactions         what was redacted: ``{path: "args.body", detector: "aws_access_key_id"}``,
+                   never the value
+truncated          present when the event was cut to fit ``max_bytes``: which parts
+status             outcome: ok | error | output_blocked | output_modified
+duration_ms        outcome: how long the tool ran
+error              outcome: the error text (redacted), else null
+=================  ==========================================================================
+
+Replay (``callwarden replay``) re-decides the *recorded*, therefore redacted, arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from callwarden.audit._auditor import AuditError, Auditor
+from callwarden.audit._events import (
+    OUTCOME_STATUSES,
+    SCHEMA_VERSION,
+    AuditEvent,
+    decision_event,
+    outcome_event,
+)
+from callwarden.audit._explain import explain_event, explain_with_policy, find_decision
+from callwarden.audit._reader import EventReader, expand_rotated
+from callwarden.audit._redact import DEFAULT_SENSITIVE_KEYS, Redactor
+from callwarden.audit._replay import Change, ReplayReport, replay, replay_events
+from callwarden.audit._sinks import (
+    CallableSink,
+    JsonlSink,
+    Sink,
+    SQLiteSink,
+    StdoutSink,
+    rotated_files,
+)
+from callwarden.audit._summary import AuditSummary, summarize, summarize_events
+
+if TYPE_CHECKING:
+    from callwarden.audit._otel import OTelSink
+
+__all__ = [
+    "DEFAULT_SENSITIVE_KEYS",
+    "OUTCOME_STATUSES",
+    "SCHEMA_VERSION",
+    "AuditError",
+    "AuditEvent",
+    "AuditSummary",
+    "Auditor",
+    "CallableSink",
+    "Change",
+    "EventReader",
+    "JsonlSink",
+    "OTelSink",
+    "Redactor",
+    "ReplayReport",
+    "SQLiteSink",
+    "Sink",
+    "StdoutSink",
+    "decision_event",
+    "expand_rotated",
+    "explain_event",
+    "explain_with_policy",
+    "find_decision",
+    "load_schema",
+    "outcome_event",
+    "replay",
+    "replay_events",
+    "rotated_files",
+    "summarize",
+    "summarize_events",
+]
+
+
+@cache
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema of audit events (draft 2020-12)."""
+    text = resources.files("callwarden").joinpath("data/audit-event.schema.json").read_text(
+        encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def __getattr__(name: str) -> Any:
+    # The OTel sink imports opentelemetry when built; the module itself is only loaded on use.
+    if name == "OTelSink":
+        from callwarden.audit._otel import OTelSink
+
+        return OTelSink
+    raise AttributeError(f"module 'callwarden.audit' has no attribute {name!r}")

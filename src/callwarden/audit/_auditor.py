@@ -1,0 +1,443 @@
+"""``Auditor``: builds events and delivers them to sinks, without ever holding up a decision.
+
+Two delivery rules:
+
+* ``required=False`` (default): ``decision()`` / ``outcome()`` put the decision on a bounded
+  queue and return at once (well under a microsecond); one writer thread builds the event
+  (redaction included) and writes it to every sink in order. A full queue drops the event and
+  counts it; a failing sink is counted and logged. Nothing raises, nothing blocks.
+* ``required=True``: the event is built in the caller's thread and written by the writer
+  thread while the caller waits at most ``deadline``; any sink failure or a missed deadline
+  raises ``AuditError``, and the guard turns the decision into a deny (fail closed).
+
+The writer thread is a daemon started on first use (and again in a forked child); pending
+events are flushed at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import logging
+import os
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from callwarden._decision import Decision
+from callwarden.audit._events import OUTCOME_STATUSES, decision_event, outcome_event
+from callwarden.audit._redact import Redactor
+from callwarden.exceptions import CallwardenError
+
+__all__ = ["AuditError", "Auditor"]
+
+log = logging.getLogger("callwarden.audit")
+
+_STOP = object()
+_BATCH = 256
+
+
+from callwarden.exceptions import AuditError  # noqa: E402  (defined with the other errors)
+
+
+class _Flush:
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+
+class _Waiter:
+    """Lets a caller wait (with a timeout) for the writer thread to confirm one event."""
+
+    __slots__ = ("_lock", "cancelled", "failures")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self.cancelled = False
+        self.failures: list[tuple[Any, BaseException]] = []
+
+    def done(self, failures: list[tuple[Any, BaseException]]) -> None:
+        self.failures = failures
+        self._lock.release()
+
+    def wait(self, timeout: float) -> bool:
+        return self._lock.acquire(timeout=max(timeout, 0.0))
+
+
+class _AsyncWaiter:
+    """The same, resolved on an event loop: the loop keeps running while it waits."""
+
+    __slots__ = ("cancelled", "failures", "future", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[None] = loop.create_future()
+        self.cancelled = False
+        self.failures: list[tuple[Any, BaseException]] = []
+
+    def done(self, failures: list[tuple[Any, BaseException]]) -> None:
+        self.failures = failures
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+            self.loop.call_soon_threadsafe(self._resolve)
+
+    def _resolve(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+class Auditor:
+    """Records every decision and outcome to one or more sinks.
+
+    Args:
+        sinks: where events go (``JsonlSink``, ``StdoutSink``, ``SQLiteSink``, ``OTelSink``,
+            ``CallableSink`` or any object with ``write(event)``).
+        redactor: how payloads are redacted and bounded (default: every secret detector and
+            the sensitive key names, 4 KiB strings, 64 KiB events).
+        required: fail closed: write synchronously and raise ``AuditError`` on failure.
+        queue_size: events buffered for the writer thread before new ones are dropped.
+        deadline: seconds a required write may take.
+    """
+
+    def __init__(self, sinks: Sequence[Any], *, redactor: Redactor | None = None,
+                 required: bool = False, queue_size: int = 10_000, deadline: float = 0.2) -> None:
+        for sink in sinks:
+            if not callable(getattr(sink, "write", None)):
+                raise TypeError(f"{sink!r} is not a sink: it needs a write(event) method")
+        if queue_size < 1:
+            raise ValueError("queue_size must be at least 1")
+        if deadline <= 0:
+            raise ValueError("deadline must be positive")
+        self.sinks = tuple(sinks)
+        self.redactor = redactor or Redactor()
+        self.required = required
+        self.queue_size = queue_size
+        self.deadline = deadline
+        self._lock = threading.Lock()
+        self._reset()
+        self._closed = False
+        self._written = 0
+        self._dropped = 0
+        self._errors = 0
+        self._last_error: str | None = None
+        _LIVE.add(self)
+
+    def _reset(self) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_config(cls, config: Any, *, base_dir: Path) -> Auditor:
+        """Builds an auditor from a policy file's ``audit:`` section.
+
+        Raises:
+            ConfigError: naming the offending key (``.path`` holds it as a tuple).
+        """
+        from callwarden.audit._config import auditor_from_config
+
+        return auditor_from_config(config, base_dir=base_dir)
+
+    def __repr__(self) -> str:
+        return f"Auditor({list(self.sinks)!r}, required={self.required})"
+
+    # -- recording --------------------------------------------------------------------------
+
+    def decision(self, decision: Decision) -> None:
+        """Records a decision (before the tool runs).
+
+        Raises:
+            AuditError: only when ``required``: a sink failed or missed the deadline.
+        """
+        if self.required:
+            self._write_now((decision, None))
+        else:
+            self._enqueue((decision, None))
+
+    def outcome(self, decision: Decision, status: str, duration: float,
+                error: str | None = None) -> None:
+        """Records what happened after the tool ran.
+
+        Args:
+            decision: the decision the tool ran under.
+            status: ``ok``, ``error``, ``output_blocked`` or ``output_modified``.
+            duration: how long the tool ran, in seconds.
+            error: the error's text when it raised.
+
+        Raises:
+            ValueError: for an unknown status (a programming error, raised in both modes).
+            AuditError: only when ``required``.
+        """
+        if status not in OUTCOME_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(OUTCOME_STATUSES)}, not {status!r}")
+        extra = (status, duration, error, time.time())
+        if self.required:
+            self._write_now((decision, extra))
+        else:
+            self._enqueue((decision, extra))
+
+    async def adecision(self, decision: Decision) -> None:
+        """Async twin of ``decision``: a required write is awaited, the loop keeps running."""
+        if self.required:
+            await self._awrite_now((decision, None))
+        else:
+            self._enqueue((decision, None))
+
+    async def aoutcome(self, decision: Decision, status: str, duration: float,
+                       error: str | None = None) -> None:
+        """Async twin of ``outcome``."""
+        if status not in OUTCOME_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(OUTCOME_STATUSES)}, not {status!r}")
+        item = (decision, (status, duration, error, time.time()))
+        if self.required:
+            await self._awrite_now(item)
+        else:
+            self._enqueue(item)
+
+    def _build(self, item: tuple[Decision, Any]) -> dict[str, Any]:
+        decision, extra = item
+        if extra is None:
+            return decision_event(decision, self.redactor)
+        status, duration, error, at = extra
+        return outcome_event(decision, status, duration, error, self.redactor, at=at)
+
+    # -- delivery ---------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                thread = threading.Thread(target=self._run, name="callwarden-audit", daemon=True)
+                thread.start()
+                self._thread = thread
+
+    def _enqueue(self, item: Any) -> None:
+        if self._thread is None:
+            if self._closed:
+                self._drop()
+                return
+            self._start()
+        q = self._queue
+        if q.qsize() >= self.queue_size:
+            self._drop()
+            return
+        q.put(item)
+
+    def _drop(self) -> None:
+        with self._lock:
+            self._dropped += 1
+            dropped = self._dropped
+        if dropped == 1 or dropped % 10_000 == 0:
+            log.warning("callwarden audit: %d event(s) dropped (queue full or auditor closed)",
+                        dropped)
+
+    def _prepare(self, item: Any, waiter: Any) -> None:
+        try:
+            event = self._build(item)
+        except Exception as e:
+            raise AuditError(f"the audit event could not be built: {type(e).__name__}: {e}") from e
+        if self._closed:
+            raise AuditError("the auditor is closed")
+        if self._thread is None:
+            self._start()
+        if self._queue.qsize() >= self.queue_size:
+            raise AuditError(f"the audit queue is full ({self.queue_size} events): a sink is "
+                             "stuck or too slow")
+        self._queue.put((event, waiter))
+
+    def _write_now(self, item: Any) -> None:
+        started = time.perf_counter()
+        waiter = _Waiter()
+        self._prepare(item, waiter)
+        if not waiter.wait(self.deadline - (time.perf_counter() - started)):
+            waiter.cancelled = True
+            raise AuditError(self._timeout_text())
+        self._raise_failures(waiter)
+
+    async def _awrite_now(self, item: Any) -> None:
+        waiter = _AsyncWaiter(asyncio.get_running_loop())
+        self._prepare(item, waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter.future), self.deadline)
+        except TimeoutError:
+            waiter.cancelled = True
+            raise AuditError(self._timeout_text()) from None
+        self._raise_failures(waiter)
+
+    def _timeout_text(self) -> str:
+        return (f"no audit sink confirmed the event within {self.deadline * 1000:.0f} ms "
+                f"(sinks: {', '.join(repr(s) for s in self.sinks)})")
+
+    @staticmethod
+    def _raise_failures(waiter: Any) -> None:
+        if waiter.failures:
+            sink, error = waiter.failures[0]
+            raise AuditError(f"audit sink {sink!r} failed: {type(error).__name__}: {error}") \
+                from error
+
+    def _run(self) -> None:
+        q = self._queue
+        batch: list[dict[str, Any]] = []
+        while True:
+            # Events queued while the writer was busy go out together: one write per sink
+            # for the batch (``write_many``), still in order, still whole lines.
+            item = q.get() if not batch else self._next_or_none(q)
+            if item is None:
+                self._deliver_batch(batch)
+                batch = []
+                continue
+            if item is _STOP:
+                self._deliver_batch(batch)
+                return
+            if type(item) is _Flush:
+                self._deliver_batch(batch)
+                batch = []
+                self._flush_sinks()
+                item.event.set()
+                continue
+            first, second = item
+            if type(second) is _Waiter or type(second) is _AsyncWaiter:
+                self._deliver_batch(batch)
+                batch = []
+                if second.cancelled:  # its caller gave up and failed closed: not written
+                    self._drop()
+                    continue
+                second.done(self._deliver(first))
+                continue
+            try:
+                batch.append(self._build(item))
+            except Exception as e:
+                self._failed("event builder", e)
+            if len(batch) >= _BATCH:
+                self._deliver_batch(batch)
+                batch = []
+
+    @staticmethod
+    def _next_or_none(q: queue.SimpleQueue[Any]) -> Any:
+        try:
+            return q.get_nowait()
+        except queue.Empty:
+            return None
+
+    def _deliver(self, event: dict[str, Any]) -> list[tuple[Any, BaseException]]:
+        failures: list[tuple[Any, BaseException]] = []
+        for sink in self.sinks:
+            try:
+                sink.write(event)
+            except Exception as e:
+                failures.append((sink, e))
+                self._failed(sink, e)
+        if not failures:
+            self._written += 1
+        return failures
+
+    def _deliver_batch(self, events: list[dict[str, Any]]) -> None:
+        if not events:
+            return
+        if len(events) == 1:
+            self._deliver(events[0])
+            return
+        failed = 0
+        for sink in self.sinks:
+            many = getattr(sink, "write_many", None)
+            if many is not None:
+                try:
+                    many(events)
+                except Exception as e:
+                    failed = len(events)
+                    self._failed(sink, e)
+                    self._errors += len(events) - 1
+                continue
+            for event in events:
+                try:
+                    sink.write(event)
+                except Exception as e:
+                    failed += 1
+                    self._failed(sink, e)
+        self._written += max(0, len(events) - failed)
+
+    def _failed(self, where: Any, error: BaseException) -> None:
+        self._errors += 1
+        self._last_error = f"{where!r}: {type(error).__name__}: {error}"[:500]
+        if self._errors == 1 or self._errors % 1000 == 0:
+            log.warning("callwarden audit: %s (%d error(s) so far)", self._last_error,
+                        self._errors)
+
+    def _flush_sinks(self) -> None:
+        for sink in self.sinks:
+            flush = getattr(sink, "flush", None)
+            if flush is not None:
+                try:
+                    flush()
+                except Exception as e:
+                    self._failed(sink, e)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Waits until every event queued so far is written (and sinks flushed).
+
+        Returns:
+            False when ``timeout`` passed first (a sink is stuck).
+        """
+        if self._thread is None:
+            return True
+        marker = _Flush()
+        self._queue.put(marker)
+        return marker.event.wait(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Flushes, stops the writer thread and closes the sinks. Later events are dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        thread = self._thread
+        if thread is not None:
+            self.flush(timeout)
+            self._queue.put(_STOP)
+            thread.join(timeout)
+        for sink in self.sinks:
+            close = getattr(sink, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception as e:
+                    self._failed(sink, e)
+        _LIVE.discard(self)
+
+    def __enter__(self) -> Auditor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def stats(self) -> dict[str, Any]:
+        """Counters: ``written`` (by every sink), ``dropped``, ``errors`` (sink failures),
+        ``pending`` (queued), ``last_error`` (text, or None)."""
+        return {"written": self._written, "dropped": self._dropped, "errors": self._errors,
+                "pending": self._queue.qsize(), "last_error": self._last_error}
+
+
+_LIVE: weakref.WeakSet[Auditor] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    # The writer thread does not survive fork(): the child starts its own on first use.
+    for auditor in list(_LIVE):
+        auditor._reset()
+        auditor._lock = threading.Lock()
+
+
+def _at_exit() -> None:
+    for auditor in list(_LIVE):
+        if auditor._thread is not None and not auditor._closed:
+            auditor.flush(timeout=2.0)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+atexit.register(_at_exit)

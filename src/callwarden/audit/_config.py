@@ -1,0 +1,271 @@
+"""Parsing of a policy file's ``audit:`` section into an ``Auditor``.
+
+Either a list of sinks, or a mapping with options::
+
+    audit:
+      - {jsonl: logs/audit.jsonl, rotate_bytes: 10MB, rotate_interval: 1d, fsync: true}
+      - {stdout: {}}
+
+    audit:
+      required: true            # fail closed when the audit cannot be written
+      deadline: 200ms
+      queue_size: 10000
+      redact: {keys: [ssn], patterns: {ticket: "TCK-[0-9]{6}"}, callback: "mymod:scrub",
+               detectors: [secret, pii], max_string: 4096, max_bytes: 65536}
+      sinks:
+        - {sqlite: audit.db}
+        - {otel: {signal: logs}}
+        - {callable: "mymod:ship"}
+
+Each sink is a mapping with one sink key; its options go in the key's value (a mapping) or
+beside it. Relative paths are relative to the policy file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from callwarden._detectors import UnknownDetector
+from callwarden._matchers import ConfigError
+from callwarden._units import parse_duration
+from callwarden.audit._auditor import Auditor
+from callwarden.audit._redact import Redactor
+from callwarden.audit._sinks import CallableSink, JsonlSink, SQLiteSink, StdoutSink
+
+__all__ = ["auditor_from_config", "parse_size"]
+
+Key = tuple[str | int, ...]
+
+_SINK_KEYS = ("jsonl", "stdout", "sqlite", "otel", "callable")
+_OPTIONS = {
+    "jsonl": ("path", "rotate_bytes", "rotate_interval", "fsync"),
+    "stdout": (),
+    "sqlite": ("path", "table"),
+    "otel": ("signal",),
+    "callable": ("target",),
+}
+_MAIN = {"jsonl": "path", "sqlite": "path", "callable": "target"}
+_TOP = ("sinks", "required", "deadline", "queue_size", "redact")
+_REDACT = ("keys", "default_keys", "patterns", "callback", "detectors", "max_string",
+           "max_bytes")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?\s*$", re.I)
+_UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2, "gb": 1000**3,
+          "gib": 1024**3}
+
+
+def _error(path: Key, message: str, hint: str | None = None) -> ConfigError:
+    dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+    error = ConfigError(message, key=dotted or None, hint=hint)
+    error.path = path  # type: ignore[attr-defined]  # the loader maps it to a line
+    return error
+
+
+def parse_size(value: Any) -> int:
+    """Bytes for ``10485760``, ``10MB``, ``512KiB`` ...
+
+    Raises:
+        ValueError: for anything else, zero and negatives included.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size")
+    if isinstance(value, int):
+        size = value
+    elif isinstance(value, str) and (m := _SIZE.match(value)):
+        size = int(float(m.group(1)) * _UNITS[(m.group(2) or "b").lower()])
+    else:
+        raise ValueError(f"{value!r} is not a size (write e.g. 10485760, 10MB or 512KiB)")
+    if size <= 0:
+        raise ValueError(f"{value!r} must be larger than zero")
+    return size
+
+
+def _keys(raw: Mapping[str, Any], path: Key, allowed: tuple[str, ...], what: str) -> None:
+    import difflib
+
+    for key in raw:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else \
+                f"allowed: {', '.join(allowed) or 'no options'}"
+            raise _error((*path, key), f"unknown key in {what}", hint)
+
+
+def auditor_from_config(config: Any, *, base_dir: Path) -> Auditor:
+    """Builds an ``Auditor`` from the ``audit:`` section (see the module docstring).
+
+    Raises:
+        ConfigError: with ``key`` (dotted) and ``path`` (a tuple under ``audit``).
+    """
+    prefix: Key
+    if isinstance(config, list):
+        config, prefix = {"sinks": config}, ()
+    elif isinstance(config, Mapping):
+        prefix = ("sinks",)
+        _keys(config, (), _TOP, "the audit section")
+    else:
+        raise _error((), "must be a list of sinks or a mapping with 'sinks:'",
+                     "e.g. audit: [{jsonl: logs/audit.jsonl}]")
+    raw_sinks = config.get("sinks")
+    if not isinstance(raw_sinks, list) or not raw_sinks:
+        raise _error(prefix if "sinks" in config else (), "needs a non-empty list of sinks",
+                     "e.g. sinks: [{jsonl: logs/audit.jsonl}]")
+    sinks = [_sink(raw, (*prefix, i), base_dir) for i, raw in enumerate(raw_sinks)]
+
+    required = config.get("required", False)
+    if not isinstance(required, bool):
+        raise _error(("required",), "must be true or false")
+    deadline = 0.2
+    if "deadline" in config:
+        try:
+            deadline = parse_duration(config["deadline"])
+        except ValueError as e:
+            raise _error(("deadline",), str(e)) from e
+    queue_size = config.get("queue_size", 10_000)
+    if isinstance(queue_size, bool) or not isinstance(queue_size, int) or queue_size < 1:
+        raise _error(("queue_size",), "must be a positive integer", "e.g. queue_size: 10000")
+    redactor = _redactor(config.get("redact"), ("redact",), base_dir)
+    return Auditor(sinks, redactor=redactor, required=required, queue_size=queue_size,
+                   deadline=deadline)
+
+
+def _sink(raw: Any, path: Key, base_dir: Path) -> Any:
+    if not isinstance(raw, Mapping):
+        raise _error(path, "a sink must be a mapping with one sink key",
+                     f"one of: {', '.join(_SINK_KEYS)}; e.g. {{jsonl: logs/audit.jsonl}}")
+    kinds = [k for k in raw if k in _SINK_KEYS]
+    if len(kinds) != 1:
+        others = [k for k in raw if k not in _SINK_KEYS]
+        if not kinds and others:
+            _keys({others[0]: None}, path, _SINK_KEYS, "a sink")
+        raise _error(path, "a sink needs exactly one of " + ", ".join(_SINK_KEYS),
+                     "write one sink per list item")
+    kind = kinds[0]
+    value = raw[kind]
+    options: dict[str, Any] = {}
+    if isinstance(value, Mapping):
+        _keys(value, (*path, kind), _OPTIONS[kind], f"the {kind} sink")
+        options.update(value)
+    elif value is not None and value is not True:
+        if kind not in _MAIN:
+            raise _error((*path, kind), "takes a mapping of options", f"e.g. {{{kind}: {{}}}}")
+        options[_MAIN[kind]] = value
+    beside = {k: v for k, v in raw.items() if k != kind}
+    _keys(beside, path, _OPTIONS[kind], f"the {kind} sink")
+    options.update(beside)
+    where = (*path, kind)
+    try:
+        return _build_sink(kind, options, path, base_dir)
+    except ConfigError:
+        raise
+    except ImportError as e:
+        raise _error(where, str(e), "install the missing package or fix the name") from e
+    except (TypeError, ValueError) as e:
+        raise _error(where, str(e)) from e
+
+
+def _path(options: Mapping[str, Any], path: Key, kind: str, base_dir: Path) -> Path:
+    value = options.get("path")
+    if not isinstance(value, str) or not value.strip():
+        raise _error((*path, kind), "needs a file path", f"e.g. {{{kind}: logs/audit.{kind}}}")
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else base_dir / p
+
+
+def _build_sink(kind: str, options: dict[str, Any], path: Key, base_dir: Path) -> Any:
+    if kind == "jsonl":
+        rotate_bytes = rotate_interval = None
+        if options.get("rotate_bytes") is not None:
+            try:
+                rotate_bytes = parse_size(options["rotate_bytes"])
+            except ValueError as e:
+                raise _error((*path, "rotate_bytes"), str(e)) from e
+        if options.get("rotate_interval") is not None:
+            try:
+                rotate_interval = parse_duration(options["rotate_interval"])
+            except ValueError as e:
+                raise _error((*path, "rotate_interval"), str(e)) from e
+        fsync = options.get("fsync", False)
+        if not isinstance(fsync, bool):
+            raise _error((*path, "fsync"), "must be true or false")
+        return JsonlSink(_path(options, path, kind, base_dir), rotate_bytes=rotate_bytes,
+                         rotate_interval=rotate_interval, fsync=fsync)
+    if kind == "stdout":
+        return StdoutSink()
+    if kind == "sqlite":
+        return SQLiteSink(_path(options, path, kind, base_dir),
+                          table=str(options.get("table", "audit_events")))
+    if kind == "otel":
+        from callwarden.audit._otel import OTelSink
+
+        return OTelSink(signal=str(options.get("signal", "logs")))
+    target = options.get("target")
+    if not isinstance(target, str):
+        raise _error((*path, kind), "must name a function or sink class as 'module:name'",
+                     "e.g. {callable: mypackage.audit:ship}")
+    from callwarden._policy import load_object
+
+    obj = load_object(target, base_dir=base_dir)
+    if isinstance(obj, type):
+        obj = obj()
+    if callable(getattr(obj, "write", None)):
+        return obj
+    if not callable(obj):
+        raise _error((*path, kind), f"{target!r} is neither a function nor a sink")
+    return CallableSink(obj)
+
+
+def _redactor(raw: Any, path: Key, base_dir: Path) -> Redactor | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise _error(path, "must be a mapping of redaction options",
+                     "e.g. redact: {keys: [ssn], patterns: {ticket: 'TCK-[0-9]{6}'}}")
+    _keys(raw, path, _REDACT, "redact")
+    kwargs: dict[str, Any] = {}
+    if "keys" in raw:
+        keys = raw["keys"]
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise _error((*path, "keys"), "must be a list of key names")
+        kwargs["keys"] = keys
+    if "default_keys" in raw:
+        if not isinstance(raw["default_keys"], bool):
+            raise _error((*path, "default_keys"), "must be true or false")
+        kwargs["default_keys"] = raw["default_keys"]
+    if "patterns" in raw:
+        patterns = raw["patterns"]
+        if not isinstance(patterns, Mapping) or not all(
+                isinstance(v, str) for v in patterns.values()):
+            raise _error((*path, "patterns"), "must map names to regular expressions",
+                         "e.g. patterns: {ticket: 'TCK-[0-9]{6}'}")
+        kwargs["patterns"] = {str(k): v for k, v in patterns.items()}
+    if "detectors" in raw:
+        names = raw["detectors"]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise _error((*path, "detectors"), "must be a list of detector or family names",
+                         "e.g. detectors: [secret, pii]")
+        kwargs["detectors"] = names
+    for key in ("max_string", "max_bytes"):
+        if key in raw:
+            try:
+                kwargs[key] = parse_size(raw[key])
+            except ValueError as e:
+                raise _error((*path, key), str(e)) from e
+    if "callback" in raw:
+        if not isinstance(raw["callback"], str):
+            raise _error((*path, "callback"), "must name a function as 'module:name'")
+        from callwarden._policy import load_object
+
+        try:
+            kwargs["callback"] = load_object(raw["callback"], base_dir=base_dir)
+        except ImportError as e:
+            raise _error((*path, "callback"), str(e)) from e
+    try:
+        return Redactor(**kwargs)
+    except UnknownDetector as e:
+        hint = f"did you mean '{e.suggestion}'?" if e.suggestion else None
+        raise _error((*path, "detectors"), str(e), hint) from e
+    except ValueError as e:
+        raise _error((*path, "patterns"), str(e)) from e

@@ -1,0 +1,209 @@
+"""The two audit event types, each built by exactly one function.
+
+``decision_event`` turns a ``Decision`` into the record written before the tool runs;
+``outcome_event`` records what happened after it ran. Both redact through a ``Redactor`` and
+are bounded to its ``max_bytes``. The fields are documented in the package docstring and in
+the shipped JSON Schema (``callwarden/data/audit-event.schema.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import time as _time
+from datetime import UTC, datetime
+from typing import Any
+
+from callwarden._call import new_id
+from callwarden._decision import Decision
+from callwarden.audit._redact import Redactor
+
+__all__ = [
+    "OUTCOME_STATUSES", "SCHEMA_VERSION", "AuditEvent", "decision_event", "iso_time", "outcome_event",
+]
+
+SCHEMA_VERSION = 1
+OUTCOME_STATUSES = ("ok", "error", "output_blocked", "output_modified")
+
+_DEFAULT = Redactor()
+_PAYLOADS = ("context", "effective_args", "args")  # shed in this order when an event is too big
+_MAX_NAME = 256
+_second_cache: tuple[int, str] = (-1, "")
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+class AuditEvent(dict[str, Any]):
+    """An event: a plain JSON-safe dict that also caches its one-line JSON encoding.
+
+    Sinks receive it as a dict and must not change it; the cache lets the JSONL sink write
+    the line the size bound was checked on, without encoding the event a second time.
+    """
+
+    __slots__ = ("_line",)
+    _line: str | None
+
+    def line(self) -> str:
+        """The event as one line of compact JSON (ASCII, no newline)."""
+        cached: str | None = getattr(self, "_line", None)
+        if cached is None:
+            cached = self._line = _encode(self)
+        return cached
+
+    def changed(self) -> None:
+        """Drops the cached encoding after an edit."""
+        self._line = None
+
+
+def iso_time(ts: float) -> str:
+    """``2025-01-31T12:00:00.123456Z`` for a POSIX timestamp (UTC, microseconds)."""
+    global _second_cache
+    second = int(ts)
+    cached = _second_cache  # one tuple, read once: safe against a concurrent update
+    if cached[0] != second:
+        # Formatting the date is the slow part; events in the same second share it.
+        cached = _second_cache = (
+            second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{cached[1]}.{int((ts - second) * 1e6):06d}Z"
+
+
+def _name(value: str | None) -> str | None:
+    return value if value is None or len(value) <= _MAX_NAME else value[:_MAX_NAME] + "…"
+
+
+def decision_event(decision: Decision, redactor: Redactor | None = None) -> AuditEvent:
+    """Builds the ``decision`` event of one decision: redacted, bounded, JSON-safe.
+
+    The fields are those of ``Decision.to_dict()``, flattened (the call's fields at the top
+    level) and redacted. It reads the decision's fields directly rather than through
+    ``to_dict()``: the redaction walk already makes the JSON-safe copy, and doing it twice
+    would double the cost of every audited call.
+    """
+    red = redactor or _DEFAULT
+    call = decision.call
+    found: list[dict[str, str]] = []
+    cap = red.max_string
+    walk, text = red.walk, red.text
+    event = AuditEvent({
+        "schema_version": SCHEMA_VERSION,
+        "type": "decision",
+        "event_id": new_id(),
+        "time": iso_time(call.timestamp),
+        "decision_id": decision.decision_id,
+        "call_id": _name(call.call_id),
+        "tool": _name(call.tool),
+        "args": walk(call.args, "args", found, cap),
+    })
+    if decision.args is not call.args:
+        event["effective_args"] = walk(decision.args, "effective_args", found, cap)
+    would = decision.would_effect
+    event.update(
+        agent=_name(call.agent),
+        session=_name(call.session),
+        principal=_name(call.principal),
+        framework=_name(call.framework),
+        context=walk(call.context, "context", found, cap),
+        effect=decision.effect.value,
+        would_effect=would.value if would is not None else None,
+        mode=decision.mode.value,
+        rule=decision.rule,
+        source=decision.source,
+        matched=[{"rule": m.rule, "source": m.source, "effect": m.effect.value,
+                  "mode": m.mode.value, "code": m.code,
+                  "detail": text(m.detail, f"matched[{i}].detail", found, cap)}
+                 for i, m in enumerate(decision.matched)],
+        reasons=[{"code": r.code, "message": text(r.message, f"reasons[{i}].message", found, cap),
+                  "rule": r.rule}
+                 for i, r in enumerate(decision.reasons)],
+        message=text(decision.message, "message", found, cap),
+        policy=decision.policy,
+        elapsed_us=round(decision.elapsed * 1e6, 1),
+        redactions=found,
+    )
+    return _bounded(event, red, decision)
+
+
+def outcome_event(decision: Decision, status: str, duration: float, error: str | None = None,
+                  redactor: Redactor | None = None, *, at: float | None = None) -> AuditEvent:
+    """Builds the ``outcome`` event: what happened after the tool ran (join on decision_id).
+
+    Args:
+        decision: the decision the tool ran under.
+        status: ``ok``, ``error``, ``output_blocked`` or ``output_modified``.
+        duration: how long the tool ran, in seconds.
+        error: the error text, when the tool raised (redacted like arguments).
+        redactor: the redactor (default: every secret detector and key name).
+        at: when the outcome happened (default: now).
+
+    Raises:
+        ValueError: for an unknown status.
+    """
+    if status not in OUTCOME_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(OUTCOME_STATUSES)}, not {status!r}")
+    red = redactor or _DEFAULT
+    call = decision.call
+    found: list[dict[str, str]] = []
+    event = AuditEvent({
+        "schema_version": SCHEMA_VERSION,
+        "type": "outcome",
+        "event_id": new_id(),
+        "time": iso_time(_time.time() if at is None else at),
+        "decision_id": decision.decision_id,
+        "call_id": _name(call.call_id),
+        "tool": _name(call.tool),
+        "agent": _name(call.agent),
+        "session": _name(call.session),
+        "principal": _name(call.principal),
+        "framework": _name(call.framework),
+        "effect": decision.effect.value,
+        "mode": decision.mode.value,
+        "rule": decision.rule,
+        "policy": decision.policy,
+        "status": status,
+        "duration_ms": round(max(0.0, float(duration)) * 1000, 3),
+        "error": None if error is None else red.text(str(error), "error", found, red.max_string),
+        "redactions": found,
+    })
+    return _bounded(event, red, decision)
+
+
+def _size(event: AuditEvent) -> int:
+    event.changed()
+    return len(event.line())
+
+
+def _bounded(event: AuditEvent, red: Redactor, decision: Decision) -> AuditEvent:
+    """Keeps the serialized event under ``red.max_bytes``: shorter strings, then fewer payloads."""
+    limit = red.max_bytes
+    if len(event.line()) <= limit:
+        return event
+    shed: list[str] = []
+    # First pass: the same payloads with much shorter strings (re-redacted, so still clean).
+    small = max(64, red.max_string // 16)
+    scratch: list[dict[str, str]] = []
+    call = decision.call
+    sources = {"args": call.args, "effective_args": decision.args, "context": call.context}
+    for field in _PAYLOADS:
+        if field in event:
+            event[field] = red.walk(sources[field], field, scratch, small)
+    for field in ("message", "error"):
+        if isinstance(event.get(field), str) and len(event[field]) > small:
+            event[field] = f"{event[field][:small]}…[truncated]"
+    for key in ("matched", "reasons"):
+        for item in event.get(key) or ():
+            for part in ("detail", "message"):
+                if isinstance(item.get(part), str) and len(item[part]) > small:
+                    item[part] = f"{item[part][:small]}…[truncated]"
+    # Then drop whole payloads, least useful first, and say which.
+    for field in _PAYLOADS:
+        if _size(event) <= limit:
+            break
+        if event.get(field):
+            event[field] = {}
+            shed.append(field)
+    if _size(event) > limit:
+        for key in ("matched", "reasons", "redactions"):
+            if len(event.get(key) or ()) > 8:
+                event[key] = event[key][:8]
+                shed.append(key)
+    event["truncated"] = shed or ["strings"]
+    event.changed()
+    return event

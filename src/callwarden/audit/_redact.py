@@ -1,0 +1,276 @@
+"""Redaction of audit payloads: secret detectors, sensitive key names, user patterns, a callback.
+
+Everything an audit event carries from the call (arguments, context, messages, errors) passes
+through a :class:`Redactor` before any sink sees it. What was redacted is recorded as
+``{"path": "args.body", "detector": "aws_access_key_id"}``: where and which detector, never the
+value. Strings are capped (``max_string``) after redaction so a secret cut in half by the cap
+is still found whole.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from callwarden._call import FrozenDict
+from callwarden._detectors import (
+    DEFAULT_REPLACEMENT,
+    DetectorSet,
+    redact,
+    select_detectors,
+)
+
+__all__ = ["DEFAULT_SENSITIVE_KEYS", "Redactor"]
+
+DEFAULT_SENSITIVE_KEYS = (
+    "password", "passwd", "passphrase", "secret", "token", "apikey", "api_key", "authorization",
+    "cookie", "privatekey", "private_key", "clientsecret", "client_secret", "accesskey",
+    "access_key", "credential", "sessionid", "session_id", "signature", "bearer",
+    # Gitleaks and the project's secrets corpus count provider client ids as secrets; in an
+    # audit log, redacting one too many values costs only detail.
+    "client_id", "clientid",
+)
+"""Key names whose values are redacted whole (case-insensitive substring, ``-``/``_`` ignored).
+
+They apply to mapping keys and to assignments inside text (``API_TOKEN=...``,
+``password: ...``, ``"client_secret": "..."``)."""
+
+Callback = Callable[[str, str], "str | None"]
+"""``callback(path, text) -> replacement or None``: a last word on every string written."""
+
+KEY_DETECTOR = "sensitive_key"
+_MIN_SCAN = 6  # no built-in detector matches fewer characters
+_SCAN_MARGIN = 4096  # scanned past the string cap, so a secret straddling the cut is seen whole
+_MAX_ITEMS = 1000  # per container: the rest is summarized, the event stays bounded
+_MAX_DEPTH = 32
+# Audited values repeat (paths, commands, rule messages): a string's scan result is kept, so
+# a repeated value costs one dict lookup instead of a detector pass.
+_CACHED_CHARS = 512
+_CACHE_SIZE = 4096
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_AUTH_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "negotiate", "apikey", "bot"})
+_NEXT_TOKEN = re.compile(r"[ \t]+(\S{1,4096})")
+# NAME=value, NAME: value, "name": "value" inside text (env files, YAML, headers, JSON dumps).
+_ASSIGNMENT = re.compile(
+    r"""(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,80})["']?[ \t]*[:=][ \t]*"""
+    r"""(?P<value>"[^"\n]{1,4096}"|'[^'\n]{1,4096}'|[^\s"',;&]{1,4096})""")
+_NUMBERS = frozenset({bool, int, float})
+
+
+def _child(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if _IDENT.match(key):
+        return f"{path}.{key}"
+    return f"{path}[{json.dumps(key)}]"
+
+
+class Redactor:
+    """Removes secrets from audit payloads and bounds their size.
+
+    Args:
+        detectors: a ``DetectorSet``, or detector / family names (``["secret", "pii"]``);
+            None means every built-in secret detector.
+        keys: extra sensitive key names, added to ``DEFAULT_SENSITIVE_KEYS``.
+        default_keys: False to use only ``keys``.
+        patterns: ``{name: regex}`` user patterns; a match is replaced by ``[REDACTED:name]``.
+        callback: ``callback(path, text) -> str | None`` called on every string after the
+            built-in redaction; return a replacement, or None to keep the text.
+        max_string: strings longer than this are cut, with a marker saying how much.
+        max_bytes: the bound of a whole serialized event (enforced by the event builder).
+        replacement: the marker; ``{detector}`` is filled in.
+
+    Raises:
+        ValueError: for an unknown detector name or a bad pattern (``UnknownDetector`` is one).
+    """
+
+    __slots__ = ("_dset", "_key_cache", "_scan_cache", "_subs", "callback", "max_bytes", "max_string",
+                 "replacement")
+
+    def __init__(
+        self,
+        *,
+        detectors: DetectorSet | Iterable[str] | None = None,
+        keys: Iterable[str] = (),
+        default_keys: bool = True,
+        patterns: Mapping[str, str] | None = None,
+        callback: Callback | None = None,
+        max_string: int = 4096,
+        max_bytes: int = 65536,
+        replacement: str = DEFAULT_REPLACEMENT,
+    ) -> None:
+        if isinstance(detectors, DetectorSet):
+            dset = detectors
+            if patterns:
+                dset = DetectorSet([*dset, *select_detectors([], patterns=patterns)])
+        else:
+            dset = select_detectors(None if detectors is None else list(detectors),
+                                    patterns=patterns)
+        self._dset: DetectorSet | None = dset if len(dset) else None
+        names = [*(DEFAULT_SENSITIVE_KEYS if default_keys else ()), *keys]
+        self._subs = tuple(sorted({_norm(k) for k in names if _norm(k)}))
+        self._key_cache: dict[str, bool] = {}
+        self._scan_cache: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self.callback = callback
+        self.max_string = max(16, int(max_string))
+        self.max_bytes = max(1024, int(max_bytes))
+        self.replacement = replacement
+
+    @classmethod
+    def off(cls, *, max_string: int = 4096, max_bytes: int = 65536) -> Redactor:
+        """A redactor that only bounds sizes: no detectors, no key names (for trusted logs)."""
+        return cls(detectors=(), default_keys=False, max_string=max_string, max_bytes=max_bytes)
+
+    def redact(self, value: Any, path: str = "args") -> tuple[Any, list[dict[str, str]]]:
+        """Returns ``(redacted JSON-safe copy, redactions)`` for one payload."""
+        found: list[dict[str, str]] = []
+        return self.walk(value, path, found, self.max_string), found
+
+    def sensitive_key(self, key: str) -> bool:
+        """True when values under ``key`` are redacted whole."""
+        hit = self._key_cache.get(key)
+        if hit is None:
+            low = _norm(key)
+            hit = any(s in low for s in self._subs)
+            if len(self._key_cache) > 8192:
+                self._key_cache.clear()
+            self._key_cache[key] = hit
+        return hit
+
+    def walk(self, value: Any, path: str, found: list[dict[str, str]], cap: int,
+             depth: int = 0) -> Any:
+        """Redacts ``value`` (any JSON-ish data) into a JSON-safe copy, appending to ``found``."""
+        kind = type(value)
+        if kind is str:
+            if len(value) < _MIN_SCAN and self.callback is None:
+                return value
+            return self.text(value, path, found, cap)
+        if kind is dict or kind is FrozenDict:
+            return self._mapping(value, path, found, cap, depth)
+        if value is None or kind is bool or (kind is float and math.isfinite(value)):
+            return value
+        if kind is int:
+            if abs(value) >= 10**11 and self._dset is not None:
+                # Twelve digits and up can be a card number passed as a number.
+                text = str(value)
+                red = self.text(text, path, found, cap)
+                return value if red == text else red
+            return value
+        if isinstance(value, str):
+            return self.text(str(value), path, found, cap)
+        if depth >= _MAX_DEPTH:
+            return "<too deep>"
+        if isinstance(value, Mapping):
+            return self._mapping(value, path, found, cap, depth)
+        if isinstance(value, list | tuple | set | frozenset):
+            items = []
+            for i, v in enumerate(value):
+                if i >= _MAX_ITEMS:
+                    items.append(f"… {len(value) - _MAX_ITEMS} more items not recorded")
+                    break
+                items.append(self.walk(v, _child(path, i), found, cap, depth + 1))
+            return items
+        if isinstance(value, bytes | bytearray):
+            return self.text(bytes(value).decode("utf-8", "backslashreplace"), path, found, cap)
+        if isinstance(value, int | float):  # int subclasses (enums), nan and infinities
+            return value if isinstance(value, int) else repr(value)
+        try:
+            text = repr(value)
+        except Exception:
+            text = f"<unrepresentable {type(value).__name__}>"
+        return self.text(text, path, found, cap)
+
+    def _mapping(self, value: Mapping[Any, Any], path: str, found: list[dict[str, str]],
+                 cap: int, depth: int) -> dict[str, Any]:
+        if depth >= _MAX_DEPTH:
+            return {"…": "nested too deep, not recorded"}
+        out: dict[str, Any] = {}
+        plain = self.callback is None
+        for i, (k, v) in enumerate(value.items()):
+            if i >= _MAX_ITEMS:
+                out["…"] = f"{len(value) - _MAX_ITEMS} more items not recorded"
+                break
+            key = k if type(k) is str else str(k)
+            if self._dset is not None and len(key) >= _MIN_SCAN:
+                key = self.text(key, _child(path, key) + " (key)", found, cap)
+            if self.sensitive_key(key) and v is not None and type(v) not in _NUMBERS:
+                out[key] = self.replacement.format(detector=KEY_DETECTOR, category="key")
+                found.append({"path": _child(path, key), "detector": KEY_DETECTOR})
+            elif plain and type(v) is str and len(v) < _MIN_SCAN:
+                out[key] = v
+            else:
+                out[key] = self.walk(v, _child(path, key), found, cap, depth + 1)
+        return out
+
+    def text(self, text: str, path: str, found: list[dict[str, str]], cap: int) -> str:
+        """Redacts and caps one string."""
+        if type(text) is not str:
+            text = "" if text is None else str(text)
+        if self._dset is not None and len(text) >= _MIN_SCAN:
+            hit = self._scan_cache.get(text) if len(text) <= _CACHED_CHARS else None
+            if hit is None:
+                hit = self._scan(text, cap)
+                if len(text) <= _CACHED_CHARS:
+                    if len(self._scan_cache) >= _CACHE_SIZE:
+                        self._scan_cache.clear()
+                    self._scan_cache[text] = hit
+            if hit[1]:
+                text = hit[0]
+                for detector in hit[1]:
+                    found.append({"path": path, "detector": detector})
+        if self.callback is not None:
+            replaced = self.callback(path, text)
+            if replaced is not None and replaced != text:
+                text = str(replaced)
+                found.append({"path": path, "detector": "callback"})
+        if len(text) > cap:
+            text = f"{text[:cap]}…[truncated {len(text) - cap} chars]"
+        return text
+
+    def _scan(self, text: str, cap: int) -> tuple[str, tuple[str, ...]]:
+        assert self._dset is not None
+        scanned = text if len(text) <= cap + _SCAN_MARGIN else text[:cap + _SCAN_MARGIN]
+        findings = self._dset.scan(scanned)
+        if findings.truncated and not findings:
+            # A detector gave up on hostile text: nobody looked at all of it.
+            return self.replacement.format(detector="unscanned", category="unscanned"), (
+                "unscanned",)
+        names = tuple(dict.fromkeys(f.detector for f in findings))
+        if findings:
+            text = redact(scanned, findings, self.replacement)
+        if self._subs and ("=" in text or ":" in text):
+            text, assigned = self._assignments(text)
+            if assigned:
+                names = (*names, KEY_DETECTOR)
+        return text, names
+
+    def _assignments(self, text: str) -> tuple[str, bool]:
+        out: list[str] = []
+        pos = 0  # copied up to here
+        at = 0  # search from here: after a harmless name, its value may hold the next name
+        search = _ASSIGNMENT.search
+        while (m := search(text, at)) is not None:
+            raw = m.group("value")
+            value = raw.strip("\"'")
+            if not value or value.startswith("[REDACTED") or not self.sensitive_key(m["name"]):
+                at = m.end("name")
+                continue
+            start, end = m.span("value")
+            if raw[0] in "\"'":
+                start, end = start + 1, end - 1
+            elif value.lower() in _AUTH_SCHEMES and (cred := _NEXT_TOKEN.match(text, end)):
+                start, end = cred.start(1), cred.end(1)  # keep "Bearer", hide what follows
+            out.append(text[pos:start])
+            out.append(self.replacement.format(detector=KEY_DETECTOR, category="key"))
+            pos = at = end
+        if not out:
+            return text, False
+        out.append(text[pos:])
+        return "".join(out), True
+
+
+def _norm(key: str) -> str:
+    return key.lower().replace("-", "").replace("_", "")

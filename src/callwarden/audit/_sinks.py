@@ -1,0 +1,239 @@
+"""Where audit events go. A sink is anything with ``write(event: dict) -> None``.
+
+``flush()`` and ``close()`` are optional. Sinks are called from the auditor's writer thread,
+one event at a time, in order; they must not change the event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol, TextIO, runtime_checkable
+
+__all__ = ["CallableSink", "JsonlSink", "SQLiteSink", "Sink", "StdoutSink", "encode_line",
+           "rotated_files"]
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Receives audit events. ``flush()`` and ``close()`` are optional."""
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Records one event; raises on failure (the auditor counts or reports it)."""
+
+
+def encode_line(event: dict[str, Any]) -> str:
+    """The event as one line of compact ASCII JSON, without the newline."""
+    line = getattr(event, "line", None)
+    return line() if callable(line) else _encode(event)
+
+
+class JsonlSink:
+    """Appends one JSON object per line to a file, rotating by size and/or time.
+
+    Every event is one ``os.write`` of one complete line on an ``O_APPEND`` descriptor, so a
+    crash (even ``kill -9``) never leaves a torn line, and several processes may append to the
+    same file. Rotation renames the file to ``<stem>.<UTC time>.<pid><suffix>`` and never
+    deletes anything; ``rotated_files(path)`` lists the pieces oldest first.
+
+    Args:
+        path: the file (its directory is created).
+        rotate_bytes: rotate before a write would take the file past this size.
+        rotate_interval: rotate at every multiple of this many seconds (UTC aligned).
+        fsync: ``fsync`` after every event (durable on power loss, much slower).
+    """
+
+    def __init__(self, path: str | Path, *, rotate_bytes: int | None = None,
+                 rotate_interval: float | None = None, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self.rotate_bytes = rotate_bytes
+        self.rotate_interval = rotate_interval
+        self.fsync = fsync
+        self._lock = threading.Lock()
+        self._fd = -1
+        self._size = 0
+        self._next_rotation = float("inf")
+
+    def __repr__(self) -> str:
+        return f"JsonlSink({str(self.path)!r})"
+
+    def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._size = os.fstat(self._fd).st_size
+        self._open_times()
+
+    def _open_times(self) -> None:
+        if self.rotate_interval:
+            now = time.time()
+            self._next_rotation = (now // self.rotate_interval + 1) * self.rotate_interval
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Appends the event as one line (one ``os.write``)."""
+        data = (encode_line(event) + "\n").encode("ascii")
+        with self._lock:
+            if self._fd < 0:
+                self._open()
+            if (self.rotate_bytes and self._size and self._size + len(data) > self.rotate_bytes) \
+                    or (self.rotate_interval and time.time() >= self._next_rotation):
+                self._rotate()
+            written = os.write(self._fd, data)
+            while written < len(data):  # only on a full disk or a size limit: keep the line whole
+                written += os.write(self._fd, data[written:])
+            self._size += len(data)
+            if self.fsync:
+                os.fsync(self._fd)
+
+    def write_many(self, events: list[dict[str, Any]]) -> None:
+        """Appends several events with as few ``os.write`` calls as rotation allows.
+
+        Each write holds whole lines only, so the no-torn-line guarantee is the same.
+        """
+        if self.rotate_bytes or self.rotate_interval or self.fsync:
+            for event in events:
+                self.write(event)
+            return
+        data = "".join([encode_line(e) + "\n" for e in events]).encode("ascii")
+        with self._lock:
+            if self._fd < 0:
+                self._open()
+            written = os.write(self._fd, data)
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+            self._size += len(data)
+
+    def _rotate(self) -> None:
+        if not self._size:  # nothing to set aside: only move the next rotation time
+            self._open_times()
+            return
+        try:
+            same_file = os.stat(self.path).st_ino == os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            same_file = False
+        if same_file:  # otherwise another process rotated it already: just reopen
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+            target = self.path.with_name(f"{self.path.stem}.{stamp}.{os.getpid()}{self.path.suffix}")
+            n = 0
+            while target.exists():
+                n += 1
+                target = self.path.with_name(
+                    f"{self.path.stem}.{stamp}.{os.getpid()}-{n}{self.path.suffix}")
+            os.rename(self.path, target)
+        os.close(self._fd)
+        self._fd = -1
+        self._open()
+
+    def flush(self) -> None:
+        """Forces written lines to disk."""
+        with self._lock:
+            if self._fd >= 0:
+                os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Closes the file (the next write reopens it)."""
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+def rotated_files(path: str | Path) -> list[Path]:
+    """The rotated pieces of a JSONL audit file, oldest first, then the file itself."""
+    path = Path(path)
+    pieces = sorted(path.parent.glob(f"{path.stem}.*Z.*{path.suffix}"))
+    return [*pieces, path] if path.exists() else pieces
+
+
+class StdoutSink:
+    """Writes each event as one JSON line to standard output (or another text stream)."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Prints the event line and flushes."""
+        stream = self._stream or sys.stdout  # looked up late: tests and daemons swap stdout
+        stream.write(encode_line(event) + "\n")
+        stream.flush()
+
+
+class SQLiteSink:
+    """Stores events in an SQLite table (stdlib ``sqlite3``, WAL mode), one row per event.
+
+    Columns: ``event_id``, ``type``, ``time``, ``decision_id``, ``tool``, ``effect``, ``rule``,
+    ``agent``, ``session``, ``event`` (the JSON). Query it with any SQLite client.
+    """
+
+    _COLUMNS = ("event_id", "type", "time", "decision_id", "tool", "effect", "rule", "agent",
+                "session")
+
+    def __init__(self, path: str | Path, *, table: str = "audit_events",
+                 timeout: float = 5.0) -> None:
+        if not table.isidentifier():
+            raise ValueError(f"table name must be an identifier, not {table!r}")
+        self.path = Path(path)
+        self.table = table
+        self.timeout = timeout
+        self._conn: Any = None
+        self._lock = threading.Lock()
+
+    def _connect(self) -> Any:
+        import sqlite3
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=self.timeout, check_same_thread=False,
+                               isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        cols = ", ".join(f"{c} TEXT" for c in self._COLUMNS[1:])
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} "
+                     f"(event_id TEXT PRIMARY KEY, {cols}, event TEXT NOT NULL)")
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {self.table}_decision "
+                     f"ON {self.table} (decision_id)")
+        return conn
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Inserts the event (autocommit)."""
+        row = (*(event.get(c) for c in self._COLUMNS), encode_line(event))
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._connect()
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO {self.table} VALUES ({', '.join('?' * len(row))})", row)
+
+    def close(self) -> None:
+        """Closes the connection."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+class CallableSink:
+    """Hands each event to a function ``fn(event)``; an async function is run to completion."""
+
+    def __init__(self, fn: Callable[[dict[str, Any]], Any]) -> None:
+        self.fn = fn
+
+    def __repr__(self) -> str:
+        return f"CallableSink({getattr(self.fn, '__qualname__', self.fn)!r})"
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Calls the function; raises what it raises."""
+        result = self.fn(event)
+        if inspect.isawaitable(result):
+            asyncio.run(_await(result))
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
