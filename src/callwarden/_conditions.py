@@ -80,6 +80,45 @@ class ArgsMatcher:
                    "args.matched")
 
 
+@register_condition("max_chars")
+class MaxChars:
+    """``max_chars: 20000``: some string argument (or tool output) is longer than this.
+
+    The Hit carries the arguments with every such string cut to the limit, so a rule with
+    ``effect: modify`` truncates instead of denying.
+    """
+
+    __slots__ = ("_limit",)
+
+    def __init__(self, config: Any, env: CompileEnv) -> None:
+        if isinstance(config, bool) or not isinstance(config, int) or config < 1:
+            raise ConfigError("must be a positive number of characters", hint="e.g. max_chars: 20000")
+        self._limit = config
+
+    def __call__(self, subject: Subject) -> Hit | None:
+        cut: list[str] = []
+        args = _truncate(subject.call.args, self._limit, "args", cut, 0)
+        if not cut:
+            return None
+        return Hit(f"{', '.join(cut[:5])} longer than {self._limit} characters", "size.exceeded",
+                   args)
+
+
+def _truncate(value: Any, limit: int, path: str, cut: list[str], depth: int) -> Any:
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        cut.append(path)
+        return value[:limit] + f"… [{len(value) - limit} more characters cut by policy]"
+    if depth > 64:
+        return value
+    if isinstance(value, Mapping):
+        return {k: _truncate(v, limit, f"{path}.{k}", cut, depth + 1) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_truncate(v, limit, f"{path}[{i}]", cut, depth + 1) for i, v in enumerate(value)]
+    return value
+
+
 class _PrimaryGlob:
     """Fallback for ``Tool(pattern)``: a glob over the tool's primary argument."""
 

@@ -15,7 +15,7 @@ import inspect
 import time
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from callwarden._call import FrozenDict, ToolCall
 from callwarden._combine import Combiner, Entry, StrictestWins
@@ -26,7 +26,7 @@ from callwarden._policy import InvalidResult, as_verdict
 from callwarden._profiles import ToolProfile, default_profile
 from callwarden._rules import Rule, RuleIndex, _NameSet, is_glob
 
-__all__ = ["Engine", "PolicyStep", "Settings", "StoreFailure", "StoreStep", "run_policy_async",
+__all__ = ["Engine", "OutputCheck", "PolicyStep", "Settings", "StoreFailure", "StoreStep", "run_policy_async",
            "run_policy_sync"]
 
 _perf = time.perf_counter
@@ -38,6 +38,21 @@ _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=32,
                                                   thread_name_prefix="callwarden-policy")
 
 _LAST = 1 << 30  # order of entries that belong to no rule (deadline, state store)
+
+
+class OutputCheck(NamedTuple):
+    """What the output rules decided about a tool's result.
+
+    ``output`` is what the model should see: the result (allow), the redacted or cut result
+    (modify), or a message in its place (deny); for halt the run must stop.
+    """
+
+    effect: Effect
+    output: Any
+    rule: str | None
+    source: str | None
+    message: str
+    reasons: tuple[Reason, ...]
 
 
 class PolicyStep:
@@ -288,6 +303,58 @@ class Engine:
                             (history_session, call.tool, decision.effect.value),
                             {"now": self.clock()}, deadline)
         return decision
+
+    def check_output(self, decision: Decision, result: Any) -> OutputCheck | None:
+        """Applies the output rules for the decided call to what the tool returned.
+
+        The output is seen by conditions as ``args.output``. Returns None when no output rule
+        exists for the tool (nothing to do), else the effect (allow, modify, deny, halt), the
+        output to hand to the model, and the deciding rule. Fails closed like decisions do.
+        """
+        call = decision.call
+        profile = self._profile_cache.get(call.tool) or self.profile(call.tool)
+        plan = self._index.plan(profile)
+        if not plan.outputs:
+            return None
+        try:
+            seen = call.replace_args(_freeze({"output": result}))
+        except Exception as e:  # a cyclic or absurdly deep result
+            return OutputCheck(self.settings.on_error, None, "output", None,
+                               f"The output of '{call.tool}' was withheld: {e}.",
+                               (Reason("output_invalid", str(e), "output"),))
+        subject = Subject(seen, profile)
+        chosen: tuple[Rule, Verdict] | None = None
+        modified: tuple[Rule, Verdict] | None = None
+        for rule in plan.outputs:
+            if rule.dynamic is not None and not rule.dynamic(call):
+                continue
+            verdict = self._inline(rule, subject)
+            if verdict is None or (rule.mode or self.settings.mode) is Mode.OBSERVE:
+                continue
+            if verdict.effect is Effect.MODIFY and verdict.args is not None:
+                seen = seen.replace_args(verdict.args)  # type: ignore[arg-type]
+                subject = Subject(seen, profile)
+                modified = modified or (rule, verdict)
+            elif verdict.effect is not Effect.ALLOW and (
+                    chosen is None or verdict.effect.strictness > chosen[1].effect.strictness):
+                chosen = (rule, verdict)
+        if chosen is not None:
+            rule, verdict = chosen
+            text = verdict.message or (
+                f"The output of '{call.tool}' was withheld by policy rule '{rule.id}': "
+                f"{verdict.detail or 'blocked'}.")
+            return OutputCheck(verdict.effect, text if verdict.effect is Effect.DENY else None,
+                               rule.id, rule.source, text,
+                               (Reason(verdict.code or "output.denied", verdict.detail or text,
+                                       rule.id),))
+        if modified is not None:
+            rule, verdict = modified
+            from callwarden._call import thaw
+
+            return OutputCheck(Effect.MODIFY, thaw(seen.args.get("output")), rule.id,
+                               rule.source, verdict.message or "",
+                               (Reason(verdict.code or "modified", verdict.detail or "", rule.id),))
+        return OutputCheck(Effect.ALLOW, result, None, None, "", ())
 
     def _preliminary(self, entries: list[Entry]) -> Effect:
         """The effect the entries so far decide (before limits)."""

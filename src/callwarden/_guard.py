@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from callwarden._call import FrozenDict, ToolCall, new_id, snapshot, thaw
 from callwarden._decision import Decision, Effect, Mode, Reason
-from callwarden._engine import Engine, Flow
+from callwarden._engine import Engine, Flow, OutputCheck
 from callwarden._profiles import ToolProfile
 from callwarden.exceptions import (
     ApprovalRequired,
@@ -231,16 +231,39 @@ class Guard:
         """
         decision = self.check(tool, args, **context)
         _raise_unless_allowed(decision)
-        if self._auditor is None:
-            return fn(**thaw(decision.args))
         started = _perf()
         try:
             result = fn(**thaw(decision.args))
         except BaseException as e:
-            self._auditor.outcome(decision, "error", _perf() - started, f"{type(e).__name__}: {e}")
+            if self._auditor is not None:
+                self._auditor.outcome(decision, "error", _perf() - started,
+                                      f"{type(e).__name__}: {e}")
             raise
-        self._auditor.outcome(decision, "ok", _perf() - started)
+        result, status, halt = self._screen_output(decision, result)
+        if self._auditor is not None:
+            self._auditor.outcome(decision, status, _perf() - started)
+        if halt:
+            raise RunHalted(decision._replace(effect=Effect.HALT, message=result))
         return result
+
+    def check_output(self, decision: Decision, result: Any) -> OutputCheck | None:
+        """Applies the policy's output rules (``on: output``) to a tool's result.
+
+        Returns None when the tool has no output rules. Framework adapters call this after the
+        tool returns; ``run`` / ``arun`` do it themselves.
+        """
+        return self._engine.check_output(decision, result)
+
+    def _screen_output(self, decision: Decision, result: Any) -> tuple[Any, str, bool]:
+        """(what the model sees, the outcome status, whether the run must halt)."""
+        check = self._engine.check_output(decision, result)
+        if check is None or check.effect is Effect.ALLOW:
+            return result, "ok", False
+        if check.effect is Effect.MODIFY:
+            return check.output, "output_modified", False
+        if check.effect is Effect.HALT:
+            return check.message, "output_blocked", True
+        return check.message, "output_blocked", False
 
     async def arun(self, tool: str, args: Any, fn: Callable[..., Any], **context: Any) -> Any:
         """Async twin of ``run``; ``fn`` may be sync or async."""
@@ -256,8 +279,11 @@ class Guard:
                 await self._auditor.aoutcome(decision, "error", _perf() - started,
                                              f"{type(e).__name__}: {e}")
             raise
+        result, status, halt = self._screen_output(decision, result)
         if self._auditor is not None:
-            await self._auditor.aoutcome(decision, "ok", _perf() - started)
+            await self._auditor.aoutcome(decision, status, _perf() - started)
+        if halt:
+            raise RunHalted(decision._replace(effect=Effect.HALT, message=result))
         return result
 
     def close(self) -> None:

@@ -40,7 +40,7 @@ _TOP_KEYS = ("version", "name", "description", "default", "mode", "on_error", "t
              "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth", "lists", "state",
              "extends", "workspace", "audit")
 _RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_error", "phase",
-              "use", "config", "examples", "set", "unset", "cap", "limit")
+              "use", "config", "examples", "set", "unset", "cap", "limit", "on")
 _MATCH_KEYS = ("tool", "kind", "side_effect", "agent", "principal", "framework")
 _PROFILE_KEYS = ("kind", "side_effect", "requires_approval", "args", "description",
                  *ARG_ROLES)
@@ -481,6 +481,19 @@ def _rule(raw: Any, path: Path_, check: _Checker, lines: Lines, env: CompileEnv,
 
     selector = _selector(raw.get("match"), (*path, "match"), check)
 
+    on = raw.get("on", "call")
+    if on not in ("call", "output"):
+        check.error((*path, "on"), "must be 'call' or 'output'",
+                    "output rules look at what the tool returned, as args.output")
+        on = "call"
+    if on == "output":
+        if effect is Effect.ASK:
+            check.error((*path, "effect"), "an output rule cannot ask: the tool already ran",
+                        "use modify (redact or cut), deny (replace the output) or halt")
+        for key in ("use", "limit", "examples"):
+            if key in raw:
+                check.error((*path, key), f"'{key}' is not available on output rules")
+
     limit = None
     if "limit" in raw:
         from callwarden._limits import LimitSpec
@@ -526,7 +539,7 @@ def _rule(raw: Any, path: Path_, check: _Checker, lines: Lines, env: CompileEnv,
         check.error((*path, "config"), "'config' is only for providers", "add 'use: module:Class'")
 
     if effect is Effect.MODIFY and policy is None and limit is None and not rewrite and not any(
-            k in ("secrets", "content") for k, _ in conditions):
+            k in ("secrets", "content", "max_chars") for k, _ in conditions):
         check.error((*path, "effect"), "a modify rule must say how to rewrite",
                     "add 'set:', 'cap:' or 'unset:' (or a redacting condition)")
 
@@ -538,7 +551,7 @@ def _rule(raw: Any, path: Path_, check: _Checker, lines: Lines, env: CompileEnv,
     return Rule(
         rule_id.strip(), effect=effect, selector=selector, conditions=conditions,
         message=message, mode=mode, on_error=on_error, source=lines.source(path),
-        policy=policy, phase=phase, rewrite=rewrite, order=order, limit=limit,
+        policy=policy, phase=phase, rewrite=rewrite, order=order, limit=limit, on=on,
     )
 
 

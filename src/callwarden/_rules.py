@@ -227,6 +227,7 @@ class Rule:
         rewrite: Rewrite | None = None,
         order: int = 0,
         limit: Any = None,
+        on: str = "call",
     ) -> None:
         self.id = id
         self.effect = effect
@@ -246,6 +247,8 @@ class Rule:
         self.needs_history = any(getattr(c, "uses_history", False) for _, c in self.conditions)
         if limit is not None:
             phase = "limit"
+        if on == "output":
+            phase = "output"
         if phase is None:
             phase = getattr(policy, "phase", None) if policy is not None else None
             phase = phase or ("mutate" if effect is Effect.MODIFY else "validate")
@@ -313,6 +316,7 @@ class Plan:
     profile: ToolProfile | None = None
     limits: tuple[Rule, ...] = ()
     history: bool = False
+    outputs: tuple[Rule, ...] = ()
 
     def validators_for(self, args: Mapping[str, Any]) -> Sequence[Rule]:
         """The validate rules that can match these arguments."""
@@ -420,4 +424,5 @@ class RuleIndex:
             profile,
             tuple(r for r in ordered if r.phase == "limit"),
             any(r.needs_history for r in ordered),
+            tuple(r for r in ordered if r.phase == "output"),
         )

@@ -8,6 +8,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TypeVar
@@ -234,8 +235,7 @@ class SQLiteStore(StateStore):
         )
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                db.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(db, self._timeout)
             db.execute("PRAGMA synchronous = NORMAL")
             with _transaction(db, "IMMEDIATE"):
                 for statement in _SCHEMA.format(p=self._prefix).split(";"):
@@ -252,6 +252,21 @@ class SQLiteStore(StateStore):
             with suppress(sqlite3.Error):
                 self._conn.close()
             self._conn = None
+
+
+def _enable_wal(db: sqlite3.Connection, timeout: float) -> None:
+    """Switches to WAL, retrying: the switch needs an exclusive lock and SQLite does not wait
+    for it through the busy handler, so processes opening a new file together can collide."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 @contextmanager

@@ -1,0 +1,97 @@
+"""Output rules (`on: output`): redact, cut, replace or halt on what a tool returned."""
+
+from __future__ import annotations
+
+import pytest
+
+from callwarden import Effect, Guard, PolicyError, RunHalted
+
+POLICY = {
+    "version": 1,
+    "rules": [
+        {"id": "redact-secrets", "on": "output", "match": {"kind": ["shell", "file.read"]},
+         "secrets": True, "effect": "modify"},
+        {"id": "cut-huge", "on": "output", "max_chars": 50, "effect": "modify"},
+        {"id": "no-card-numbers", "on": "output", "match": {"tool": "crm_lookup"},
+         "content": {"detect": ["card_number"]}, "effect": "deny",
+         "message": "The record holds card data; ask the user for what you need."},
+        {"id": "stop-on-breach", "on": "output", "match": {"tool": "db_query"},
+         "if": "args.output.contains('BEGIN RSA PRIVATE KEY')", "effect": "halt"},
+    ],
+}
+SECRET = "aws_secret_access_key = 9dKq3LwZt8vB2nX7pR4sY6uA1cE5gH0jM3oQ8wT2"
+
+
+@pytest.fixture
+def guard() -> Guard:
+    return Guard.from_dict(POLICY)
+
+
+def test_secrets_in_a_result_are_redacted_before_the_model_sees_them(guard: Guard) -> None:
+    out = guard.run("bash", {"command": "cat config"}, lambda command: SECRET)
+    assert "9dKq3" not in out and "REDACTED" in out
+
+
+def test_structured_results_are_redacted_too(guard: Guard) -> None:
+    out = guard.run("read_file", {"path": "x"}, lambda path: {"lines": ["ok", SECRET]})
+    assert out["lines"][0] == "ok" and "9dKq3" not in out["lines"][1]
+
+
+def test_huge_output_is_cut(guard: Guard) -> None:
+    out = guard.run("anything", {}, lambda: "x" * 500)
+    assert out.startswith("x" * 50) and "450 more characters cut" in out
+
+
+def test_denied_output_is_replaced_by_the_message(guard: Guard) -> None:
+    out = guard.run("crm_lookup", {}, lambda: "card 4111 1111 1111 1111")
+    assert out == "The record holds card data; ask the user for what you need."
+
+
+def test_halt_on_output_stops_the_run(guard: Guard) -> None:
+    with pytest.raises(RunHalted):
+        guard.run("db_query", {}, lambda: "-----BEGIN RSA PRIVATE KEY-----")
+
+
+async def test_arun_applies_output_rules(guard: Guard) -> None:
+    async def tool(command: str) -> str:
+        return SECRET
+
+    assert "9dKq3" not in await guard.arun("bash", {"command": "x"}, tool)
+    with pytest.raises(RunHalted):
+        await guard.arun("db_query", {}, lambda: "BEGIN RSA PRIVATE KEY")
+
+
+def test_benign_output_passes_untouched(guard: Guard) -> None:
+    result = {"rows": [1, 2]}
+    assert guard.run("bash", {"command": "ls"}, lambda command: result) is result
+
+
+def test_check_output_for_adapters(guard: Guard) -> None:
+    decision = guard.check("crm_lookup", {})
+    check = guard.check_output(decision, "4111 1111 1111 1111")
+    assert check is not None and check.effect is Effect.DENY and check.rule == "no-card-numbers"
+    assert guard.check_output(guard.check("t", {}), "fine").effect is Effect.ALLOW
+    assert Guard.from_dict({"version": 1}).check_output(decision, "x") is None
+
+
+def test_output_rules_do_not_affect_the_call_decision(guard: Guard) -> None:
+    assert guard.check("crm_lookup", {"q": "4111 1111 1111 1111"}).effect is Effect.ALLOW
+
+
+def test_cyclic_output_is_withheld() -> None:
+    g = Guard.from_dict(POLICY)
+    cyclic: list = []
+    cyclic.append(cyclic)
+    out = g.run("anything", {}, lambda: cyclic)
+    assert isinstance(out, str) and "withheld" in out
+
+
+@pytest.mark.parametrize(("rule", "fragment"), [
+    ({"id": "x", "on": "output", "effect": "ask"}, "cannot ask"),
+    ({"id": "x", "on": "later"}, "must be 'call' or 'output'"),
+    ({"id": "x", "on": "output", "limit": {"calls": 1}}, "not available on output rules"),
+    ({"id": "x", "max_chars": 0, "effect": "modify"}, "positive number"),
+])
+def test_bad_output_rules_are_policy_errors(rule, fragment) -> None:
+    with pytest.raises(PolicyError, match=fragment):
+        Guard.from_dict({"version": 1, "rules": [rule]})
