@@ -71,15 +71,11 @@ def freeze(value: Any, *, max_depth: int = MAX_ARG_DEPTH) -> Any:
 def freeze_args(args: Any, max_depth: int = MAX_ARG_DEPTH) -> FrozenDict:
     """Freezes a call's arguments; a flat dict of plain values takes a fast path."""
     if type(args) is dict:
-        for value in args.values():
-            if type(value) not in _SCALAR_TYPES:
+        for key, value in args.items():
+            if type(value) not in _SCALAR_TYPES or type(key) is not str:
                 break
         else:
-            for key in args:
-                if type(key) is not str:
-                    break
-            else:
-                return FrozenDict(args)
+            return FrozenDict(args)
     frozen = _freeze(args, 0, max_depth, set())
     assert type(frozen) is FrozenDict
     return frozen
@@ -248,9 +244,19 @@ def snapshot(tool: Any, args: Any, call_id: str, agent: str | None, session: str
     if type(tool) is not str or not tool:
         raise InvalidCall(f"tool name must be a non-empty string, got {tool!r:.80}",
                           code="invalid_tool")
+    if type(args) is dict:
+        # A flat dict of plain values (most calls) is copied as is; anything else is walked.
+        for key, value in args.items():
+            if type(value) not in _SCALAR_TYPES or type(key) is not str:
+                frozen = freeze_args(args, max_depth)
+                break
+        else:
+            frozen = FrozenDict(args)
+    else:
+        frozen = freeze_args(parse_args(args), max_depth)
     return tuple.__new__(ToolCall, (
         tool,
-        freeze_args(args if type(args) is dict else parse_args(args), max_depth),
+        frozen,
         call_id, agent, session, principal, framework,
         time.time(),
         freeze_args(parse_args(context), max_depth) if context else _EMPTY,

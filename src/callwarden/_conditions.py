@@ -26,6 +26,9 @@ _CONDITION_MODULES: tuple[str, ...] = (
 )
 
 
+_MISSING = object()
+
+
 @register_condition("args")
 class ArgsMatcher:
     """``args: {path.to.arg: pattern}``: every listed argument matches one of its patterns.
@@ -35,7 +38,7 @@ class ArgsMatcher:
     one argument with literal values are indexed by that value (see ``index_key``).
     """
 
-    __slots__ = ("_checks", "index_key")
+    __slots__ = ("_checks", "_single", "_single_hit", "index_key")
 
     def __init__(self, config: Any, env: CompileEnv) -> None:
         if not isinstance(config, Mapping) or not config:
@@ -53,6 +56,9 @@ class ArgsMatcher:
             checks.append((tuple(str(name).split(".")), exact, regex))
         self._checks = tuple(checks)
         only = checks[0] if len(checks) == 1 else None
+        self._single = (only[0][0], only[1], only[2]) if only and len(only[0]) == 1 else None
+        self._single_hit = Hit(f"args.{only[0][0]} matches", "args.matched") if self._single \
+            and only else None
         #: (argument name, literal values) when this matcher is one top-level argument compared
         #: with literals: the engine then finds the rule by the argument's value.
         self.index_key: tuple[str, frozenset[Any]] | None = (
@@ -61,6 +67,18 @@ class ArgsMatcher:
 
     def __call__(self, subject: Subject) -> Hit | None:
         args = subject.call.args
+        if self._single is not None:  # one top-level argument: the common case, kept short
+            name, exact, regex = self._single
+            arg = args.get(name, _MISSING)
+            if arg is _MISSING:
+                return None
+            try:
+                found = (type(arg), arg) in exact
+            except TypeError:
+                found = False
+            if found or (regex is not None and type(arg) is str and regex.match(arg)):
+                return self._single_hit
+            return None
         for path, exact, regex in self._checks:
             value: Any = args
             for part in path:
@@ -151,7 +169,7 @@ def compile_permission_pattern(kind: str | None, pattern: str) -> Matcher:
         from callwarden.shell import ShellMatcher
 
         # Flag-aware and parsed: `rm -rf *` also catches `rm -fr /`, `sudo /bin/rm -R -f ~`.
-        return ShellMatcher({"deny": [pattern]}, CompileEnv())  # type: ignore[no-any-return]
+        return ShellMatcher({"deny": [pattern]}, CompileEnv())
     if kind in ("file.read", "file.write"):
         from callwarden._paths import PathMatcher
 

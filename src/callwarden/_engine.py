@@ -19,12 +19,12 @@ from typing import Any, NamedTuple
 
 from callwarden._call import FrozenDict, ToolCall
 from callwarden._combine import Combiner, Entry, StrictestWins
-from callwarden._limits import describe_exceeded
 from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
+from callwarden._limits import describe_exceeded
 from callwarden._matchers import Subject
 from callwarden._policy import InvalidResult, as_verdict
 from callwarden._profiles import ToolProfile, default_profile
-from callwarden._rules import Rule, RuleIndex, _NameSet, is_glob
+from callwarden._rules import Plan, Rule, RuleIndex, _NameSet, is_glob
 
 __all__ = ["Engine", "OutputCheck", "PolicyStep", "Settings", "StoreFailure", "StoreStep", "run_policy_async",
            "run_policy_sync"]
@@ -89,7 +89,7 @@ class StoreFailure:
 class StoreStep:
     """A state-store operation with sync and async twins; failures are returned, not raised."""
 
-    __slots__ = ("args", "deadline", "fn", "afn", "kwargs")
+    __slots__ = ("afn", "args", "deadline", "fn", "kwargs")
 
     def __init__(self, fn: Any, afn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                  deadline: float) -> None:
@@ -138,7 +138,8 @@ class _ErrorVerdict(Exception):
 class Engine:
     """Compiled rules + profiles + settings; decides calls. Immutable once built."""
 
-    __slots__ = ("_combiner", "_default_reasons", "_index", "_profile_cache", "_profile_globs",
+    __slots__ = ("_combiner", "_default_reasons", "_index", "_plans", "_profile_cache",
+                 "_profile_globs",
                  "_profiles", "_records_history", "clock", "extensions", "rules", "settings",
                  "store")
 
@@ -169,6 +170,7 @@ class Engine:
         self.extensions: dict[str, Any] = dict(extensions or {})
         self._combiner = combiner or StrictestWins()
         self._index = RuleIndex(self.rules)
+        self._plans = self._index._cache  # read directly on the hot path
         profiles = dict(profiles or {})
         self._profiles = {k: v for k, v in profiles.items() if not is_glob(k)}
         self._profile_globs = [(_NameSet([k]), v) for k, v in profiles.items() if is_glob(k)]
@@ -199,11 +201,34 @@ class Engine:
 
     # -- the decision flow ------------------------------------------------------------------
 
+    def _plan(self, tool: str) -> tuple[ToolProfile, Plan]:
+        profile = self._profile_cache.get(tool) or self.profile(tool)
+        plan = self._plans.get(tool)
+        if plan is None or plan.profile is not profile:
+            plan = self._index.plan(profile)
+        return profile, plan
+
+    def decide_fast(self, call: ToolCall, started: float, decision_id: str) -> Decision | None:
+        """Decides without a driver when the plan needs none (no user policies, rewrites,
+        limits or history); returns None otherwise. Same logic as ``flow``: both call
+        ``_validate`` and ``_decide``."""
+        tool = call.tool
+        profile = self._profile_cache.get(tool) or self.profile(tool)
+        plan = self._plans.get(tool)
+        if plan is None or plan.profile is not profile:
+            plan = self._index.plan(profile)
+        if not plan.fast or self._records_history:
+            return None
+        subject = Subject(call, profile)
+        entries: list[Entry] = []
+        self._validate(plan, call, subject, entries, None)
+        return self._decide(call, call, profile, entries, started, decision_id)
+
     def flow(self, call: ToolCall, started: float, decision_id: str) -> Flow:
-        """Decides ``call``; yields the rules that must run under the driver's deadline."""
+        """Decides ``call``; yields the steps (user policies, store operations) that the
+        driver must run, synchronously or asynchronously, under the deadline."""
         settings = self.settings
-        profile = self._profile_cache.get(call.tool) or self.profile(call.tool)
-        plan = self._index.plan(profile)
+        profile, plan = self._plan(call.tool)
         subject = Subject(call, profile)
         deadline = started + settings.timeout
         entries: list[Entry] = []
@@ -221,8 +246,13 @@ class Engine:
         for rule in plan.mutators:
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue
-            verdict = (yield PolicyStep(self, rule, subject, deadline)) if rule.external \
-                else self._inline(rule, subject)
+            if rule.external:
+                verdict = yield PolicyStep(self, rule, subject, deadline)
+            else:
+                try:
+                    verdict = rule.evaluate(subject)
+                except Exception as e:
+                    verdict = self.error_verdict(rule, e)
             if verdict is None:
                 continue
             mode = rule.mode or settings.mode
@@ -234,22 +264,15 @@ class Engine:
                 subject = Subject(current, profile, {"history": subject.memo["history"]}
                                   if "history" in subject.memo else None)
 
-        for rule in plan.validators_for(current.args):
-            if rule.dynamic is not None and not rule.dynamic(call):
-                continue
-            verdict = (yield PolicyStep(self, rule, subject, deadline)) if rule.external \
-                else self._inline(rule, subject)
-            if verdict is None:
-                continue
-            if verdict.effect is Effect.MODIFY:
-                verdict = self.error_verdict(rule, InvalidResult(
-                    "returned modify in the validate phase; declare the rule with "
-                    "'phase: mutate' (or @policy(phase='mutate')) to rewrite arguments"))
-            entries.append(_new(Entry, (rule.id, rule.source, verdict,
-                                        rule.mode or settings.mode, rule.order, True)))
-
-        if plan.by_value and len(entries) > 1:
-            entries.sort(key=_by_order)  # indexed rules were evaluated out of policy order
+        # User policies among the validators all see the same final arguments: run them
+        # first (through the driver), then the whole validate loop in rule order.
+        external: dict[int, Verdict | None] | None = None
+        if plan.external_validators:
+            external = {}
+            for rule in plan.external_validators:
+                if rule.dynamic is None or rule.dynamic(call):
+                    external[id(rule)] = yield PolicyStep(self, rule, subject, deadline)
+        self._validate(plan, current, subject, entries, external)
 
         if plan.limits:
             # Limits go last: budgets count only calls everything else allows, all of a call's
@@ -262,7 +285,7 @@ class Engine:
                 try:
                     if not rule.applies(subject):
                         continue
-                    counter = rule.limit.counter(rule.id, current)  # type: ignore[union-attr]
+                    counter = rule.limit.counter(rule.id, current)
                 except Exception as e:
                     entries.append(Entry(rule.id, rule.source, self.error_verdict(rule, e),
                                          Mode.ENFORCE, rule.order))
@@ -290,12 +313,6 @@ class Engine:
                                         else text[0].upper() + text[1:], code, None, text),
                                 rule.mode or settings.mode, rule.order))
 
-        if _perf() > deadline:
-            entries.append(Entry("deadline", None, Verdict(
-                settings.on_error,
-                f"the decision took longer than its {settings.timeout * 1000:.0f} ms deadline",
-                "policy_timeout"), Mode.ENFORCE, _LAST))
-
         decision = self._decide(call, current, profile, entries, started, decision_id)
         if history_session is not None:
             # A failed write only loses history; the next read of it fails closed.
@@ -303,6 +320,33 @@ class Engine:
                             (history_session, call.tool, decision.effect.value),
                             {"now": self.clock()}, deadline)
         return decision
+
+    def _validate(self, plan: Plan, current: ToolCall, subject: Subject, entries: list[Entry],
+                  external: dict[int, Verdict | None] | None) -> None:
+        """The validate phase: every rule sees the final arguments; verdicts go to ``entries``."""
+        mode = self.settings.mode
+        call = subject.call
+        rules = plan.validators if not plan.by_value else plan.validators_for(current.args)
+        for rule in rules:
+            if rule.dynamic is not None and not rule.dynamic(call):
+                continue
+            if rule.external:
+                verdict = external.get(id(rule)) if external is not None else None
+            else:
+                try:
+                    verdict = rule.evaluate(subject)
+                except Exception as e:
+                    verdict = self.error_verdict(rule, e)
+            if verdict is None:
+                continue
+            if verdict.effect is Effect.MODIFY:
+                verdict = self.error_verdict(rule, InvalidResult(
+                    "returned modify in the validate phase; declare the rule with "
+                    "'phase: mutate' (or @policy(phase='mutate')) to rewrite arguments"))
+            entries.append(_new(Entry, (rule.id, rule.source, verdict, rule.mode or mode,
+                                        rule.order, True)))
+        if plan.by_value and len(entries) > 1:
+            entries.sort(key=_by_order)  # indexed rules were evaluated out of policy order
 
     def check_output(self, decision: Decision, result: Any) -> OutputCheck | None:
         """Applies the output rules for the decided call to what the tool returned.
@@ -393,6 +437,11 @@ class Engine:
     def _decide(self, call: ToolCall, current: ToolCall, profile: ToolProfile,
                 entries: list[Entry], started: float, decision_id: str) -> Decision:
         settings = self.settings
+        if _perf() > started + settings.timeout:
+            entries.append(Entry("deadline", None, Verdict(
+                settings.on_error,
+                f"the decision took longer than its {settings.timeout * 1000:.0f} ms deadline",
+                "policy_timeout"), Mode.ENFORCE, _LAST))
         if not entries and profile.requires_approval is None:
             # Nobody had an opinion: the default decides (the common case, kept short).
             effect = settings.default if settings.mode is Mode.ENFORCE else Effect.ALLOW

@@ -181,22 +181,39 @@ class Guard:
         ``agent``, ``session``, ``principal``, ``framework`` and ``call_id`` fill the call's
         fields; ``context`` and any other keyword argument go into ``call.context``.
         """
-        flow = self._flow(tool, args, call_id, agent, session, principal, framework, context,
-                          extra)
+        # ``_flow`` inlined: this is the hot path of every synchronous decision.
+        started = _perf()
+        decision_id = new_id()
+        if extra:
+            context = {**(context or {}), **extra}
         try:
-            if type(flow) is Decision:
-                raise StopIteration(flow)
-            step = next(flow)  # type: ignore[arg-type]
+            call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
+                            framework, context)
+        except InvalidCall as e:
+            return self._invalid(tool, e, {"call_id": call_id, "agent": agent, "session": session,
+                                           "principal": principal, "framework": framework},
+                                 started, decision_id)
+        decision = self._engine.decide_fast(call, started, decision_id)
+        if decision is not None:
+            if self._auditor is not None:
+                try:
+                    self._auditor.decision(decision)
+                except AuditError as e:
+                    return _audit_failed(decision, e)
+            return decision
+        flow = self._engine.flow(call, started, decision_id)
+        try:
+            step = next(flow)
             while True:
-                step = flow.send(step.run())  # type: ignore[union-attr]
+                step = flow.send(step.run())
         except StopIteration as done:
-            decision: Decision = done.value
+            decided: Decision = done.value
         if self._auditor is not None:
             try:
-                self._auditor.decision(decision)
+                self._auditor.decision(decided)
             except AuditError as e:
-                return _audit_failed(decision, e)
-        return decision
+                return _audit_failed(decided, e)
+        return decided
 
     async def acheck(self, tool: str, args: Any = None, *, call_id: str | None = None,
                      agent: str | None = None, session: str | None = None,

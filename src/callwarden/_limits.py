@@ -104,8 +104,8 @@ class LimitSpec:
                 canonical = json.dumps(call.args, sort_keys=True, default=repr)
                 parts.append("args=" + hashlib.sha256(canonical.encode()).hexdigest()[:20])
                 continue
-            value = getattr(call, field)
-            parts.append(f"{field}={'' if value is None else value}")
+            field_value = getattr(call, field)
+            parts.append(f"{field}={'' if field_value is None else field_value}")
         key = "|".join(parts)
         weight = 1.0
         if self.weight_path is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,13 +35,26 @@ def _glob_regex(patterns: Iterable[str]) -> re.Pattern[str] | None:
 class _NameSet:
     """Exact names plus globs, matched case-sensitively."""
 
-    __slots__ = ("exact", "regex")
+    __slots__ = ("_seen", "exact", "regex")
 
     def __init__(self, patterns: Sequence[str]) -> None:
         self.exact = frozenset(p for p in patterns if not is_glob(p))
         self.regex = _glob_regex(p for p in patterns if is_glob(p))
+        # Agents, principals and frameworks are few: remember the answer per name.
+        self._seen: dict[object, bool] = {}
 
     def __contains__(self, value: object) -> bool:
+        seen = self._seen.get(value)
+        if seen is not None:
+            return seen
+        answer = self._match(value)
+        if len(self._seen) >= 1024:
+            self._seen.clear()
+        with suppress(TypeError):  # unhashable: not a name anyway
+            self._seen[value] = answer
+        return answer
+
+    def _match(self, value: object) -> bool:
         if value is None:
             value = ""  # an absent agent/principal matches only "*"
         if not isinstance(value, str):
@@ -193,6 +207,7 @@ class Rule:
     """
 
     __slots__ = (
+        "_allow",
         "conditions",
         "dynamic",
         "effect",
@@ -231,6 +246,7 @@ class Rule:
     ) -> None:
         self.id = id
         self.effect = effect
+        self._allow = effect is Effect.ALLOW
         self.selector = selector or Selector()
         self.dynamic = self.selector.compile_dynamic()
         self.conditions = tuple(conditions)
@@ -270,12 +286,11 @@ class Rule:
             return as_verdict(self.policy.evaluate(subject.call, subject))
         hit: Hit | None = None
         details: list[str] = []
-        allow = self.effect is Effect.ALLOW
         for _key, condition in self.conditions:
             hit = condition(subject)
             if hit is None:
                 return None
-            if allow and hit.code.endswith(_UNCERTAIN):
+            if self._allow and hit.code.endswith(_UNCERTAIN):
                 # "Could not analyse" makes deny rules fire (fail closed); it must never make
                 # an allow rule fire, or uncertainty would open the door.
                 return None
@@ -317,6 +332,9 @@ class Plan:
     limits: tuple[Rule, ...] = ()
     history: bool = False
     outputs: tuple[Rule, ...] = ()
+    external_validators: tuple[Rule, ...] = ()
+    #: Nothing to drive: no user policies, no rewrites, no limits (decided without a generator).
+    fast: bool = False
 
     def validators_for(self, args: Mapping[str, Any]) -> Sequence[Rule]:
         """The validate rules that can match these arguments."""
@@ -425,4 +443,7 @@ class RuleIndex:
             tuple(r for r in ordered if r.phase == "limit"),
             any(r.needs_history for r in ordered),
             tuple(r for r in ordered if r.phase == "output"),
+            tuple(r for r in ordered if r.phase == "validate" and r.external),
+            not any(r.phase in ("mutate", "limit") or r.external or r.needs_history
+                    for r in ordered),
         )
