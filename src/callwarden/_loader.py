@@ -515,7 +515,7 @@ def _rule(raw: Any, path: Path_, check: _Checker, lines: Lines, env: CompileEnv,
             factory = get_condition(key)
             assert factory is not None
             try:
-                conditions.append((key, factory(raw[key], env)))
+                conditions.append((key, factory(_expand_lists(raw[key], env), env)))
             except ConfigError as e:
                 sub = (*path, key) if e.key is None else (*path, key, e.key)
                 check.error(sub, str(e), e.hint)
@@ -553,6 +553,37 @@ def _rule(raw: Any, path: Path_, check: _Checker, lines: Lines, env: CompileEnv,
         message=message, mode=mode, on_error=on_error, source=lines.source(path),
         policy=policy, phase=phase, rewrite=rewrite, order=order, limit=limit, on=on,
     )
+
+
+def _is_list_ref(value: Any) -> bool:
+    return isinstance(value, Mapping) and list(value) == ["list"]
+
+
+def _expand_lists(value: Any, env: CompileEnv) -> Any:
+    """Replaces ``{list: name}`` references anywhere in a condition's config by the named
+    list's items, so every condition accepts named lists (``deny_domains: [{list: blocked}]``).
+
+    Raises:
+        ConfigError: for an unknown list.
+    """
+    if not env.lists and not isinstance(value, Mapping | list):
+        return value
+    if _is_list_ref(value):
+        from callwarden._lists import resolve_items
+
+        return resolve_items(value, env)
+    if isinstance(value, list):
+        if any(_is_list_ref(item) for item in value):
+            from callwarden._lists import resolve_items
+
+            flat: list[Any] = []
+            for item in value:
+                flat.extend(resolve_items(item, env) if _is_list_ref(item) else [item])
+            return flat
+        return [_expand_lists(item, env) for item in value]
+    if isinstance(value, Mapping):
+        return {k: _expand_lists(v, env) for k, v in value.items()}
+    return value
 
 
 def _selector(raw: Any, path: Path_, check: _Checker) -> Selector:

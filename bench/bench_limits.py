@@ -1,0 +1,133 @@
+"""Limit decisions through a Guard on each state store, and the cost of history conditions.
+
+Run: .venv/bin/python bench/bench_limits.py   (starts its own redis-server on a free port)
+
+Prints decisions per second for a budget + rate-limit policy on memory, SQLite and Redis, from
+one process and from 4, Redis round trips per decision, and the median decision time of a
+history condition after 20 and after 20,000 earlier calls in the session.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from callwarden import Guard
+from callwarden.state import open_store
+
+POLICY: dict[str, Any] = {"version": 1, "rules": [
+    {"id": "budget", "limit": {"calls": 10**9, "per": "session"}},
+    {"id": "rate", "limit": {"calls": 10**9, "window": "60s", "per": ["agent", "tool"]}},
+]}
+HISTORY: dict[str, Any] = {"version": 1, "rules": [
+    {"id": "mail-after-fetch", "match": {"tool": "send_email"},
+     "if": "'web_fetch' in history.tools", "effect": "ask"}]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def decisions_per_second(url: str, n: int) -> float:
+    store = open_store(url, timeout=30.0) if url != "memory" else open_store(url)
+    guard = Guard.from_dict(POLICY, state=store)
+    for _ in range(50):
+        guard.check("fetch", {"url": "https://x"}, session="s", agent="a")
+    started = time.perf_counter()
+    for _ in range(n):
+        guard.check("fetch", {"url": "https://x"}, session="s", agent="a")
+    elapsed = time.perf_counter() - started
+    store.close()
+    return n / elapsed
+
+
+def _worker(url: str, n: int, barrier: Any, out: Any) -> None:
+    barrier.wait()
+    decisions_per_second(url, n)
+    out.put(n)  # the parent times all four from the barrier to the last report
+
+
+def four_processes(url: str, n: int) -> float:
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(5), ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(url, n, barrier, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    started = time.perf_counter()
+    total = sum(out.get(timeout=600) for _ in procs)
+    elapsed = time.perf_counter() - started
+    for p in procs:
+        p.join()
+    return total / elapsed
+
+
+def history_cost(url: str, earlier: int) -> float:
+    store = open_store(url)
+    guard = Guard.from_dict(HISTORY, state=store)
+    session = f"h{earlier}-{time.time()}"
+    guard.check("web_fetch", {"url": "https://x"}, session=session)
+    for i in range(earlier):
+        guard.check(f"tool_{i % 7}", {}, session=session)
+    samples = []
+    for _ in range(300):
+        t0 = time.perf_counter_ns()
+        guard.check("send_email", {"to": "a"}, session=session)
+        samples.append(time.perf_counter_ns() - t0)
+    store.close()
+    return statistics.median(samples) / 1000
+
+
+def main() -> None:
+    redis_bin = shutil.which("redis-server")
+    tmp = Path(tempfile.mkdtemp(prefix="cw-bench-"))
+    server = None
+    urls = {"memory": "memory", "sqlite": f"sqlite:///{tmp / 'state.db'}"}
+    if redis_bin:
+        port = free_port()
+        server = subprocess.Popen([redis_bin, "--port", str(port), "--bind", "127.0.0.1",
+                                   "--save", "", "--appendonly", "no"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        urls["redis"] = f"redis://127.0.0.1:{port}/0"
+    try:
+        print(f"{'store':8} {'1 process/s':>12} {'4 processes/s':>14}")
+        for name, url in urls.items():
+            one = decisions_per_second(url, 5000 if name != "memory" else 50000)
+            four = four_processes(url, 2000) if name != "memory" else float("nan")
+            print(f"{name:8} {one:12,.0f} {four:14,.0f}")
+        if server is not None:
+            import redis
+
+            client = redis.Redis(port=int(urls["redis"].rsplit(":", 1)[1].split("/")[0]))
+            store = open_store(urls["redis"])
+            guard = Guard.from_dict(POLICY, state=store)
+            guard.check("t", {}, session="rt", agent="a")
+            calls = client.info("commandstats").get("cmdstat_evalsha", {"calls": 0})["calls"]
+            for _ in range(1000):
+                guard.check("t", {}, session="rt", agent="a")
+            after = client.info("commandstats").get("cmdstat_evalsha", {"calls": 0})["calls"]
+            store.close()
+            print(f"redis scripts (round trips) per limited decision: {(after - calls) / 1000:.2f}")
+        for name in ("memory", "sqlite") + (("redis",) if server else ()):
+            a, b = history_cost(urls[name], 20), history_cost(urls[name], 20000)
+            print(f"history condition on {name}: {a:.1f} µs after 20 calls, {b:.1f} µs after "
+                  f"20,000 ({b / a:.2f}x)")
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
