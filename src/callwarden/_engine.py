@@ -138,7 +138,8 @@ class _ErrorVerdict(Exception):
 class Engine:
     """Compiled rules + profiles + settings; decides calls. Immutable once built."""
 
-    __slots__ = ("_combiner", "_default_reasons", "_index", "_plans", "_profile_cache",
+    __slots__ = ("_combiner", "_default_effect", "_default_reasons", "_default_would", "_index",
+                 "_plans", "_profile_cache",
                  "_profile_globs",
                  "_profiles", "_records_history", "clock", "extensions", "rules", "settings",
                  "store")
@@ -175,6 +176,9 @@ class Engine:
         self._profiles = {k: v for k, v in profiles.items() if not is_glob(k)}
         self._profile_globs = [(_NameSet([k]), v) for k, v in profiles.items() if is_glob(k)]
         self._profile_cache: dict[str, ToolProfile] = {}
+        #: What the default decides in this mode, and the would-effect it reports (observe).
+        self._default_effect = settings.default if settings.mode is Mode.ENFORCE else Effect.ALLOW
+        self._default_would = settings.default if settings.mode is Mode.OBSERVE else None
         self._default_reasons = (Reason(
             f"default_{settings.default.value}",
             f"no rule decided; the policy default is {settings.default.value}", "default"),)
@@ -324,10 +328,8 @@ class Engine:
     def _validate(self, plan: Plan, current: ToolCall, subject: Subject, entries: list[Entry],
                   external: dict[int, Verdict | None] | None) -> None:
         """The validate phase: every rule sees the final arguments; verdicts go to ``entries``."""
-        mode = self.settings.mode
         call = subject.call
-        rules = plan.validators if not plan.by_value else plan.validators_for(current.args)
-        for rule in rules:
+        for rule in plan.validators if not plan.by_value else plan.validators_for(current.args):
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue
             if rule.external:
@@ -343,8 +345,8 @@ class Engine:
                 verdict = self.error_verdict(rule, InvalidResult(
                     "returned modify in the validate phase; declare the rule with "
                     "'phase: mutate' (or @policy(phase='mutate')) to rewrite arguments"))
-            entries.append(_new(Entry, (rule.id, rule.source, verdict, rule.mode or mode,
-                                        rule.order, True)))
+            entries.append(_new(Entry, (rule.id, rule.source, verdict,
+                                        rule.mode or self.settings.mode, rule.order, True)))
         if plan.by_value and len(entries) > 1:
             entries.sort(key=_by_order)  # indexed rules were evaluated out of policy order
 
@@ -437,22 +439,20 @@ class Engine:
     def _decide(self, call: ToolCall, current: ToolCall, profile: ToolProfile,
                 entries: list[Entry], started: float, decision_id: str) -> Decision:
         settings = self.settings
-        if _perf() > started + settings.timeout:
+        now = _perf()
+        if now > started + settings.timeout:
             entries.append(Entry("deadline", None, Verdict(
                 settings.on_error,
                 f"the decision took longer than its {settings.timeout * 1000:.0f} ms deadline",
                 "policy_timeout"), Mode.ENFORCE, _LAST))
         if not entries and profile.requires_approval is None:
             # Nobody had an opinion: the default decides (the common case, kept short).
-            effect = settings.default if settings.mode is Mode.ENFORCE else Effect.ALLOW
+            effect = self._default_effect
             return _new(Decision, (
                 effect, call, call.args, self._default_reasons, "default",
                 settings.default_source, (),
-                "" if effect is Effect.ALLOW else _message(effect, call.tool, None,
-                                                           self._default_reasons),
-                settings.mode,
-                settings.default if settings.mode is Mode.OBSERVE else None,
-                decision_id, _perf() - started, settings.name))
+                self._default_message(call.tool) if effect is not Effect.ALLOW else "",
+                settings.mode, self._default_would, decision_id, now - started, settings.name))
         if profile.requires_approval is not None:
             entries = self._apply_profile_approval(profile, entries)
 
@@ -497,6 +497,9 @@ class Engine:
             _message(effect, call.tool, chosen, reasons), settings.mode, would, decision_id,
             _perf() - started, settings.name,
         )
+
+    def _default_message(self, tool: str) -> str:
+        return _message(self._default_effect, tool, None, self._default_reasons)
 
     def _apply_profile_approval(self, profile: ToolProfile, entries: list[Entry]) -> list[Entry]:
         if profile.requires_approval:
