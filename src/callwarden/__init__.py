@@ -24,13 +24,39 @@ from callwarden.exceptions import (
 
 __version__ = "0.1.0"
 
+# Loaded on first use, so that ``import callwarden`` stays light.
+_LAZY_EXPORTS = {
+    "ApprovalPending": "callwarden.approvals",
+    "Approvals": "callwarden.approvals",
+    "Approve": "callwarden.approvals",
+    "Deny": "callwarden.approvals",
+    "Edit": "callwarden.approvals",
+    "TerminalApprover": "callwarden.approvals",
+    "Auditor": "callwarden.audit",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'callwarden' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 __all__ = [
+    "ApprovalPending",
     "ApprovalRequired",
+    "Approvals",
+    "Approve",
     "AuditError",
+    "Auditor",
     "CallwardenError",
     "CompileEnv",
     "ConfigError",
     "Decision",
+    "Deny",
+    "Edit",
     "Effect",
     "FirstMatch",
     "FrozenDict",
@@ -47,6 +73,7 @@ __all__ = [
     "SideEffect",
     "StrictestWins",
     "Subject",
+    "TerminalApprover",
     "ToolCall",
     "ToolDenied",
     "ToolProfile",

@@ -48,6 +48,7 @@ class Guard:
         state: Any = None,
         clock: Callable[[], float] | None = None,
         audit: Any = None,
+        approvals: Any = None,
     ) -> None:
         """Builds a guard in Python; ``rules`` are policy-file rules as dicts.
 
@@ -56,6 +57,8 @@ class Guard:
                 ``redis://host:6379/0``) for limits and history; memory when omitted.
             clock: wall clock for limit windows and history (tests inject one).
             audit: a ``callwarden.audit.Auditor`` recording every decision and outcome.
+            approvals: a ``callwarden.approvals.Approvals`` for ``ask`` decisions (by default
+                one on the guard's state store, created when first needed).
         """
         from callwarden._loader import compile_policy
 
@@ -75,6 +78,7 @@ class Guard:
         self._engine = compile_policy(spec, extra_policies=policies, store=store, clock=clock)
         self.source: str | None = None
         self._auditor: Any = audit
+        self._approvals: Any = approvals
 
     @classmethod
     def _from_engine(cls, engine: Engine, source: str | None = None, *,
@@ -83,7 +87,30 @@ class Guard:
         guard._engine = engine
         guard.source = source
         guard._auditor = engine.extensions.get("audit") if audit else None
+        guard._approvals = None
         return guard
+
+    @property
+    def approvals(self) -> Any:
+        """The ``Approvals`` service: pending requests, approve / deny, remembered grants.
+
+        Built on first use from the policy's ``approvals:`` section and state store.
+        """
+        if self._approvals is None:
+            from callwarden.approvals import Approvals
+            from callwarden.state import MemoryStore
+
+            engine = self._engine
+            store = engine.extensions.get("approvals_store") or engine.store
+            if store is None:
+                store = engine.store = MemoryStore()
+            self._approvals = Approvals.from_config(engine.extensions.get("approvals"), store,
+                                                    clock=engine.clock)
+        return self._approvals
+
+    @approvals.setter
+    def approvals(self, value: Any) -> None:
+        self._approvals = value
 
     @classmethod
     def from_file(cls, path: str | Path, *, check_examples: bool = True,
@@ -239,14 +266,26 @@ class Guard:
 
     # -- running ----------------------------------------------------------------------------
 
-    def run(self, tool: str, args: Any, fn: Callable[..., Any], **context: Any) -> Any:
+    def run(self, tool: str, args: Any, fn: Callable[..., Any], *, approver: Any = None,
+            wait: float | None = None, approval_id: str | None = None, **context: Any) -> Any:
         """Decides, then calls ``fn(**effective_args)`` only when allowed.
 
+        An ``ask`` decision creates an approval request bound to this exact call: ``approver``
+        (a callback or ``TerminalApprover``) answers it now, ``wait`` waits that many seconds
+        for someone to resolve it from elsewhere (``callwarden approvals approve ID``), and
+        otherwise ``ApprovalPending`` carries the request id; calling again with
+        ``approval_id=`` runs the approved call exactly once.
+
         Raises:
-            ToolDenied: (or ``ApprovalRequired`` / ``RunHalted``) when the call may not run;
+            ToolDenied: (or ``ApprovalPending`` / ``RunHalted``) when the call may not run;
                 the exception carries the decision.
         """
         decision = self.check(tool, args, **context)
+        if decision.effect is Effect.ASK:
+            from callwarden.approvals import resolve_ask
+
+            decision = resolve_ask(self, decision, approver=approver, wait=wait,
+                                   approval_id=approval_id)
         _raise_unless_allowed(decision)
         started = _perf()
         try:
@@ -282,9 +321,16 @@ class Guard:
             return check.message, "output_blocked", True
         return check.message, "output_blocked", False
 
-    async def arun(self, tool: str, args: Any, fn: Callable[..., Any], **context: Any) -> Any:
-        """Async twin of ``run``; ``fn`` may be sync or async."""
+    async def arun(self, tool: str, args: Any, fn: Callable[..., Any], *, approver: Any = None,
+                   wait: float | None = None, approval_id: str | None = None,
+                   **context: Any) -> Any:
+        """Async twin of ``run``; ``fn`` and ``approver`` may be sync or async."""
         decision = await self.acheck(tool, args, **context)
+        if decision.effect is Effect.ASK:
+            from callwarden.approvals import aresolve_ask
+
+            decision = await aresolve_ask(self, decision, approver=approver, wait=wait,
+                                          approval_id=approval_id)
         _raise_unless_allowed(decision)
         started = _perf()
         try:

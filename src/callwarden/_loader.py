@@ -38,7 +38,7 @@ Path_ = tuple[str | int, ...]
 
 _TOP_KEYS = ("version", "name", "description", "default", "mode", "on_error", "timeout",
              "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth", "lists", "state",
-             "extends", "workspace", "audit")
+             "extends", "workspace", "audit", "approvals")
 _RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_error", "phase",
               "use", "config", "examples", "set", "unset", "cap", "limit", "on")
 _MATCH_KEYS = ("tool", "kind", "side_effect", "agent", "principal", "framework")
@@ -233,8 +233,35 @@ def compile_policy(
         except ConfigError as e:
             sub = tuple(getattr(e, "path", ()) or ())
             check.error(("audit", *sub), str(e), e.hint)
+    approvals_store = None
+    if data.get("approvals") is not None and not check.problems:
+        from callwarden.approvals._config import parse_config, resolve_state_url
+
+        try:
+            approval_settings = parse_config(data["approvals"])
+        except ConfigError as e:
+            check.error(("approvals",) if e.key is None else ("approvals", e.key), str(e), e.hint)
+        else:
+            extensions["approvals"] = data["approvals"]
+            if approval_settings.state is not None:
+                from callwarden.state import open_store
+
+                try:
+                    approvals_store = open_store(resolve_state_url(approval_settings.state,
+                                                                   folder))
+                except Exception as e:
+                    check.error(("approvals", "state"), f"cannot open the store: {e}")
     if check.problems:
         raise PolicyError(check.problems)
+    if approvals_store is None and "approvals" in extensions:
+        # Pending requests live where the limits live, so they survive what the store survives.
+        if store is None:
+            from callwarden.state import MemoryStore
+
+            store = MemoryStore()
+        approvals_store = store
+    if approvals_store is not None:
+        extensions["approvals_store"] = approvals_store
     engine = Engine(rules, settings=settings, profiles=profiles, store=store, clock=clock,
                     extensions=extensions)
     if check_examples and examples:

@@ -63,6 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--policy", "-p", type=Path, default=None,
                       help="policy file (default: the bundled example)")
 
+    from callwarden.approvals._cli import add_approvals_parser
+
+    add_approvals_parser(sub)
+
     from callwarden.audit._cli import add_commands
 
     add_commands(sub)  # replay, explain, audit summary: each sets its own handler
@@ -73,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the exit code."""
     args = _parser().parse_args(argv)
     handler = getattr(args, "handler", None) or {
-        "check": _check, "lint": _lint, "test": _test, "demo": _demo, "init": _init,
+        "check": _check, "lint": _lint, "test": _test, "demo": _demo, "approvals": _approvals,
+        "init": _init,
     }[args.command]
     try:
         return handler(args, sys.stdout)
@@ -178,6 +183,12 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
     if errors:
         return EXIT_USAGE
     return EXIT_TESTS_FAILED if failed else EXIT_OK
+
+
+def _approvals(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.approvals._cli import run_approvals
+
+    return run_approvals(args, out)
 
 
 _STARTER = """\

@@ -1,4 +1,4 @@
-"""State stores: where limits count and session history accumulates.
+"""State stores: where limits count, session history accumulates and approvals are kept.
 
 Pick one by URL with :func:`open_store`::
 
@@ -20,7 +20,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from callwarden.state._base import Counter, CounterState, StateStore, StoreUnavailable
+from callwarden.state._base import (
+    Counter,
+    CounterState,
+    StateStore,
+    StoredValue,
+    StoreUnavailable,
+)
 from callwarden.state._history import SessionHistory
 from callwarden.state._memory import MemoryStore
 from callwarden.state._sqlite import SQLiteStore
@@ -37,6 +43,7 @@ __all__ = [
     "SessionHistory",
     "StateStore",
     "StoreUnavailable",
+    "StoredValue",
     "open_store",
 ]
 

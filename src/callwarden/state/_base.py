@@ -1,11 +1,13 @@
 """The state-store contract: atomic check-and-count for limits, and session history.
 
-A store keeps two kinds of state, each under its own namespace so that more can be added
-later (a small key-value area with compare-and-set for approval requests is planned):
+A store keeps three kinds of state, each under its own namespace:
 
 * **counters** — weighted events per key, read and written by :meth:`StateStore.consume`;
 * **session history** — an incremental summary per session, written by
-  :meth:`StateStore.record` and read by :meth:`StateStore.history`.
+  :meth:`StateStore.record` and read by :meth:`StateStore.history`;
+* **key-value records** — small JSON objects with a version and an optional expiry (approval
+  requests, remembered grants), read by :meth:`StateStore.get` / :meth:`StateStore.scan` and
+  written by :meth:`StateStore.put` or, atomically, :meth:`StateStore.compare_and_set`.
 
 Window semantics, shared by every store. An event counted at time ``t`` under a counter with
 window ``w`` *expires* at ``e = t + w`` (one float addition, stored as is). At time ``now`` it
@@ -17,12 +19,13 @@ be used with the same window.
 
 from __future__ import annotations
 
+import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from callwarden.state._history import SessionHistory
@@ -33,6 +36,12 @@ __all__ = [
     "CounterState",
     "StateStore",
     "StoreUnavailable",
+    "StoredValue",
+    "check_key",
+    "check_ttl",
+    "check_version",
+    "decode_value",
+    "encode_value",
     "exceeds",
     "reset_time",
 ]
@@ -118,6 +127,69 @@ def reset_time(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class StoredValue:
+    """One key-value record as read from a store.
+
+    Attributes:
+        key: The record's key.
+        value: A fresh copy of the stored JSON object (changing it changes nothing stored).
+        version: 1 when created, plus one per write: what :meth:`StateStore.compare_and_set`
+            compares.
+        expires_at: When the record disappears (seconds since the epoch), or ``None``.
+    """
+
+    key: str
+    value: dict[str, Any]
+    version: int
+    expires_at: float | None = None
+
+
+def encode_value(value: Mapping[str, Any]) -> str:
+    """Serializes a record's value as compact JSON.
+
+    Raises:
+        TypeError: ``value`` is not a mapping, or holds what JSON cannot.
+        ValueError: ``value`` holds NaN or infinity, or a reference cycle.
+    """
+    if not isinstance(value, Mapping):
+        raise TypeError(f"a stored value must be a JSON object (a dict), not {type(value).__name__}")
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def decode_value(text: str | bytes) -> dict[str, Any]:
+    """Parses what :func:`encode_value` wrote.
+
+    Raises:
+        StoreUnavailable: The stored text is not a JSON object (a corrupted record).
+    """
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise StoreUnavailable(f"a stored record is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise StoreUnavailable("a stored record is not a JSON object")
+    return value
+
+
+def check_ttl(ttl: float | None) -> None:
+    """Rejects a TTL that is not ``None`` or a finite number of seconds above zero."""
+    if ttl is not None and (not _is_number(ttl) or not math.isfinite(ttl) or ttl <= 0):
+        raise ValueError(f"ttl must be None or a finite number of seconds > 0, got {ttl!r}")
+
+
+def check_version(version: int | None) -> None:
+    """Rejects an expected version that is not ``None`` or an integer >= 1."""
+    if version is not None and (type(version) is not int or version < 1):
+        raise ValueError(f"expected_version must be None or an integer >= 1, got {version!r}")
+
+
+def check_key(key: str) -> None:
+    """Rejects a key that is not a non-empty string."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"a key must be a non-empty string, got {key!r}")
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -183,6 +255,85 @@ class StateStore(ABC):
     @abstractmethod
     async def ahistory(self, session: str) -> SessionHistory:
         """Async twin of :meth:`history`."""
+
+    @abstractmethod
+    def get(self, key: str) -> StoredValue | None:
+        """Returns the record under ``key``, or ``None`` when there is none or it has expired.
+
+        Raises:
+            StoreUnavailable: The store failed.
+        """
+
+    @abstractmethod
+    async def aget(self, key: str) -> StoredValue | None:
+        """Async twin of :meth:`get`."""
+
+    @abstractmethod
+    def put(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
+        """Writes ``value`` under ``key`` whatever is there, and returns its new version.
+
+        Args:
+            key: Where to write.
+            value: A JSON object.
+            ttl: Seconds (of the store's clock) until the record disappears; ``None``: never.
+
+        Raises:
+            StoreUnavailable: The store failed; the write may or may not have happened.
+        """
+
+    @abstractmethod
+    async def aput(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
+        """Async twin of :meth:`put`."""
+
+    @abstractmethod
+    def compare_and_set(
+        self, key: str, expected_version: int | None, value: Mapping[str, Any], *,
+        ttl: float | None,
+    ) -> bool:
+        """Writes ``value`` only if the record is still at ``expected_version``, atomically.
+
+        ``expected_version=None`` means "only if there is no record" (an expired record counts
+        as none). Of several writers holding the same version, exactly one succeeds.
+
+        Returns:
+            Whether the value was written.
+
+        Raises:
+            StoreUnavailable: The store failed; the write may or may not have happened.
+        """
+
+    @abstractmethod
+    async def acompare_and_set(
+        self, key: str, expected_version: int | None, value: Mapping[str, Any], *,
+        ttl: float | None,
+    ) -> bool:
+        """Async twin of :meth:`compare_and_set`."""
+
+    @abstractmethod
+    def delete(self, key: str) -> bool:
+        """Removes the record under ``key``; returns whether there was one.
+
+        Raises:
+            StoreUnavailable: The store failed.
+        """
+
+    @abstractmethod
+    async def adelete(self, key: str) -> bool:
+        """Async twin of :meth:`delete`."""
+
+    @abstractmethod
+    def scan(self, prefix: str) -> list[StoredValue]:
+        """Returns the live records whose key starts with ``prefix``, sorted by key.
+
+        Not a snapshot: records written during the scan may or may not appear.
+
+        Raises:
+            StoreUnavailable: The store failed.
+        """
+
+    @abstractmethod
+    async def ascan(self, prefix: str) -> list[StoredValue]:
+        """Async twin of :meth:`scan`."""
 
     def close(self) -> None:  # noqa: B027 - optional: a store may hold nothing to release
         """Releases connections and files. The store must not be used afterwards."""

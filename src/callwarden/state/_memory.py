@@ -4,10 +4,24 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from callwarden.state._base import Counter, CounterState, StateStore, exceeds, reset_time
+from callwarden.state._base import (
+    Counter,
+    CounterState,
+    StateStore,
+    StoredValue,
+    check_key,
+    check_ttl,
+    check_version,
+    decode_value,
+    encode_value,
+    exceeds,
+    reset_time,
+)
 from callwarden.state._history import HistoryTally, SessionHistory
 
 __all__ = ["MemoryStore"]
@@ -57,7 +71,16 @@ class MemoryStore(StateStore):
         sweep_every: Seconds between sweeps of unused keys.
     """
 
-    __slots__ = ("_history", "_history_ttl", "_lock", "_next_sweep", "_series", "_sweep_every")
+    __slots__ = (
+        "_history",
+        "_history_ttl",
+        "_kv",
+        "_kv_sweep",
+        "_lock",
+        "_next_sweep",
+        "_series",
+        "_sweep_every",
+    )
 
     def __init__(self, *, history_ttl: float | None = None, sweep_every: float = 60.0) -> None:
         self._lock = threading.Lock()
@@ -66,6 +89,9 @@ class MemoryStore(StateStore):
         self._history_ttl = history_ttl
         self._sweep_every = sweep_every
         self._next_sweep: float | None = None
+        # key -> (JSON text, version, expires_at): text, so that readers get fresh copies.
+        self._kv: dict[str, tuple[str, int, float | None]] = {}
+        self._kv_sweep = 0.0
 
     def consume(
         self, counters: Sequence[Counter], *, now: float, commit: bool
@@ -124,11 +150,108 @@ class MemoryStore(StateStore):
         """See :meth:`StateStore.history`."""
         return self.history(session)
 
+    # -- key-value records ----------------------------------------------------------------
+
+    def get(self, key: str) -> StoredValue | None:
+        """See :meth:`StateStore.get`."""
+        check_key(key)
+        with self._lock:
+            found = self._live(key, time.time())
+        return None if found is None else StoredValue(key, decode_value(found[0]), *found[1:])
+
+    async def aget(self, key: str) -> StoredValue | None:
+        """See :meth:`StateStore.get`."""
+        return self.get(key)
+
+    def put(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
+        """See :meth:`StateStore.put`."""
+        check_key(key)
+        check_ttl(ttl)
+        text = encode_value(value)
+        with self._lock:
+            now = time.time()
+            found = self._live(key, now)
+            version = 1 if found is None else found[1] + 1
+            self._write(key, text, version, now, ttl)
+            return version
+
+    async def aput(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
+        """See :meth:`StateStore.put`."""
+        return self.put(key, value, ttl=ttl)
+
+    def compare_and_set(
+        self, key: str, expected_version: int | None, value: Mapping[str, Any], *,
+        ttl: float | None,
+    ) -> bool:
+        """See :meth:`StateStore.compare_and_set`."""
+        check_key(key)
+        check_ttl(ttl)
+        check_version(expected_version)
+        text = encode_value(value)
+        with self._lock:
+            now = time.time()
+            found = self._live(key, now)
+            current = None if found is None else found[1]
+            if current != expected_version:
+                return False
+            self._write(key, text, 1 if current is None else current + 1, now, ttl)
+            return True
+
+    async def acompare_and_set(
+        self, key: str, expected_version: int | None, value: Mapping[str, Any], *,
+        ttl: float | None,
+    ) -> bool:
+        """See :meth:`StateStore.compare_and_set`."""
+        return self.compare_and_set(key, expected_version, value, ttl=ttl)
+
+    def delete(self, key: str) -> bool:
+        """See :meth:`StateStore.delete`."""
+        check_key(key)
+        with self._lock:
+            found = self._live(key, time.time())
+            self._kv.pop(key, None)
+            return found is not None
+
+    async def adelete(self, key: str) -> bool:
+        """See :meth:`StateStore.delete`."""
+        return self.delete(key)
+
+    def scan(self, prefix: str) -> list[StoredValue]:
+        """See :meth:`StateStore.scan`."""
+        with self._lock:
+            now = time.time()
+            rows = [
+                (key, found)
+                for key in sorted(k for k in self._kv if k.startswith(prefix))
+                if (found := self._live(key, now)) is not None
+            ]
+        return [StoredValue(key, decode_value(text), version, expires_at)
+                for key, (text, version, expires_at) in rows]
+
+    async def ascan(self, prefix: str) -> list[StoredValue]:
+        """See :meth:`StateStore.scan`."""
+        return self.scan(prefix)
+
+    def _live(self, key: str, now: float) -> tuple[str, int, float | None] | None:
+        found = self._kv.get(key)
+        if found is not None and found[2] is not None and found[2] <= now:
+            del self._kv[key]
+            return None
+        return found
+
+    def _write(self, key: str, text: str, version: int, now: float, ttl: float | None) -> None:
+        self._kv[key] = (text, version, None if ttl is None else now + ttl)
+        if now >= self._kv_sweep:
+            self._kv_sweep = now + self._sweep_every
+            for other in [k for k, (_, _, e) in self._kv.items() if e is not None and e <= now]:
+                del self._kv[other]
+
     def close(self) -> None:
         """Drops all state."""
         with self._lock:
             self._series.clear()
             self._history.clear()
+            self._kv.clear()
 
     def _maybe_sweep(self, now: float) -> None:
         if self._next_sweep is not None and now < self._next_sweep:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import re
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,7 +18,19 @@ import redis.retry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 
-from callwarden.state._base import TOLERANCE, Counter, CounterState, StateStore, StoreUnavailable
+from callwarden.state._base import (
+    TOLERANCE,
+    Counter,
+    CounterState,
+    StateStore,
+    StoredValue,
+    StoreUnavailable,
+    check_key,
+    check_ttl,
+    check_version,
+    decode_value,
+    encode_value,
+)
 from callwarden.state._history import SessionHistory
 
 __all__ = ["RedisStore"]
@@ -112,6 +126,27 @@ return 1
 """
 
 
+# KEYS[1]: the record's hash (v: JSON, n: version, e: expires_at or ''). ARGV: expected version
+# ('' = must not exist, '*' = any), JSON, TTL in ms ('' = none), expires_at.
+# Returns the new version, or 0 when the expected version did not match. Redis drops expired
+# keys by itself, so an expired record is simply absent.
+_SET = """
+local cur = redis.call('HGET', KEYS[1], 'n')
+if ARGV[1] == '' then
+  if cur then return 0 end
+elseif ARGV[1] ~= '*' and cur ~= ARGV[1] then
+  return 0
+end
+local n = (cur and tonumber(cur) or 0) + 1
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'n', n, 'e', ARGV[4])
+if ARGV[3] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return n
+"""
+
+_GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
+
+
 class _Script:
     """A Lua script run by EVALSHA, falling back to EVAL once the server has forgotten it."""
 
@@ -136,6 +171,7 @@ class _Script:
 
 _consume = _Script(_CONSUME)
 _record = _Script(_RECORD)
+_set = _Script(_SET)
 
 
 class RedisStore(StateStore):
@@ -280,6 +316,143 @@ class RedisStore(StateStore):
             raise self._unavailable(exc) from exc
         return _parse_history(session, fields)
 
+    # -- key-value records ----------------------------------------------------------------
+
+    def get(self, key: str) -> StoredValue | None:
+        """See :meth:`StateStore.get`. One ``HMGET``."""
+        check_key(key)
+        try:
+            fields = self._client.hmget(self._kv_key(key), "v", "n", "e")
+        except (RedisError, UnicodeEncodeError) as exc:
+            raise self._unavailable(exc) from exc
+        return _parse_value(key, fields)
+
+    async def aget(self, key: str) -> StoredValue | None:
+        """See :meth:`StateStore.get`."""
+        check_key(key)
+        try:
+            fields = await self._async_client().hmget(self._kv_key(key), "v", "n", "e")
+        except (RedisError, UnicodeEncodeError) as exc:
+            raise self._unavailable(exc) from exc
+        return _parse_value(key, fields)
+
+    def put(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
+        """See :meth:`StateStore.put`. One Lua script."""
+        keys, args = self._set_args(key, "*", value, ttl)
+        try:
+            return int(_set(self._client, keys, args))
+        except (RedisError, UnicodeEncodeError) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def aput(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
+        """See :meth:`StateStore.put`."""
+        keys, args = self._set_args(key, "*", value, ttl)
+        try:
+            return int(await _set.acall(self._async_client(), keys, args))
+        except (RedisError, UnicodeEncodeError) as exc:
+            raise self._unavailable(exc) from exc
+
+    def compare_and_set(
+        self, key: str, expected_version: int | None, value: Mapping[str, Any], *,
+        ttl: float | None,
+    ) -> bool:
+        """See :meth:`StateStore.compare_and_set`. One Lua script, hence atomic."""
+        check_version(expected_version)
+        expected = "" if expected_version is None else str(expected_version)
+        keys, args = self._set_args(key, expected, value, ttl)
+        try:
+            return int(_set(self._client, keys, args)) > 0
+        except (RedisError, UnicodeEncodeError) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def acompare_and_set(
+        self, key: str, expected_version: int | None, value: Mapping[str, Any], *,
+        ttl: float | None,
+    ) -> bool:
+        """See :meth:`StateStore.compare_and_set`."""
+        check_version(expected_version)
+        expected = "" if expected_version is None else str(expected_version)
+        keys, args = self._set_args(key, expected, value, ttl)
+        try:
+            return int(await _set.acall(self._async_client(), keys, args)) > 0
+        except (RedisError, UnicodeEncodeError) as exc:
+            raise self._unavailable(exc) from exc
+
+    def delete(self, key: str) -> bool:
+        """See :meth:`StateStore.delete`."""
+        check_key(key)
+        try:
+            return int(self._client.delete(self._kv_key(key))) > 0
+        except (RedisError, UnicodeEncodeError) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def adelete(self, key: str) -> bool:
+        """See :meth:`StateStore.delete`."""
+        check_key(key)
+        try:
+            return int(await self._async_client().delete(self._kv_key(key))) > 0
+        except (RedisError, UnicodeEncodeError) as exc:
+            raise self._unavailable(exc) from exc
+
+    def scan(self, prefix: str) -> list[StoredValue]:
+        """See :meth:`StateStore.scan`. ``SCAN`` with a pattern, then one pipelined read."""
+        try:
+            names = sorted(set(self._client.scan_iter(match=self._kv_match(prefix), count=500)))
+            pipe = self._client.pipeline(transaction=False)
+            for name in names:
+                pipe.hmget(name, "v", "n", "e")
+            replies = pipe.execute()
+        except (RedisError, UnicodeEncodeError) as exc:
+            raise self._unavailable(exc) from exc
+        return self._parse_scan(names, replies)
+
+    async def ascan(self, prefix: str) -> list[StoredValue]:
+        """See :meth:`StateStore.scan`."""
+        client = self._async_client()
+        try:
+            found = {name async for name in client.scan_iter(match=self._kv_match(prefix),
+                                                              count=500)}
+            names = sorted(found)
+            pipe = client.pipeline(transaction=False)
+            for name in names:
+                pipe.hmget(name, "v", "n", "e")
+            replies = await pipe.execute()
+        except (RedisError, UnicodeEncodeError) as exc:
+            raise self._unavailable(exc) from exc
+        return self._parse_scan(names, replies)
+
+    def _kv_key(self, key: str) -> str:
+        return f"{self._prefix}kv:{key}"
+
+    def _kv_match(self, prefix: str) -> str:
+        return _GLOB_SPECIAL.sub(r"\\\1", f"{self._prefix}kv:{prefix}") + "*"
+
+    def _set_args(
+        self, key: str, expected: str, value: Mapping[str, Any], ttl: float | None
+    ) -> tuple[list[str], list[str]]:
+        check_key(key)
+        check_ttl(ttl)
+        text = encode_value(value)
+        if ttl is None:
+            return [self._kv_key(key)], [expected, text, "", ""]
+        return [self._kv_key(key)], [
+            expected, text, str(max(1, math.ceil(ttl * 1000))), repr(time.time() + ttl)
+        ]
+
+    def _parse_scan(self, names: list[bytes], replies: list[Any]) -> list[StoredValue]:
+        skip = len(self._kv_key(""))
+        out = []
+        for name, fields in zip(names, replies, strict=True):
+            try:
+                key = name.decode()[skip:]
+            except UnicodeDecodeError as exc:
+                raise StoreUnavailable(f"Redis key {name!r} is not UTF-8") from exc
+            value = _parse_value(key, fields)
+            if value is not None:  # expired between SCAN and HMGET
+                out.append(value)
+        out.sort(key=lambda v: v.key)
+        return out
+
     # -- plumbing -----------------------------------------------------------------------
 
     def close(self) -> None:
@@ -353,6 +526,17 @@ def _parse_history(session: str, fields: Mapping[Any, Any]) -> SessionHistory:
         )
     except (KeyError, ValueError, UnicodeDecodeError) as exc:
         raise StoreUnavailable(f"Redis session history {session!r} is malformed") from exc
+
+
+def _parse_value(key: str, fields: list[Any]) -> StoredValue | None:
+    text, version, expires = fields
+    if text is None:
+        return None
+    try:
+        return StoredValue(key, decode_value(text), int(version),
+                           float(expires) if expires else None)
+    except (TypeError, ValueError) as exc:
+        raise StoreUnavailable(f"Redis record {key!r} is malformed") from exc
 
 
 def _redact(url: str) -> str:

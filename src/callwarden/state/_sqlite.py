@@ -9,15 +9,21 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from callwarden.state._base import (
     Counter,
     CounterState,
     StateStore,
+    StoredValue,
     StoreUnavailable,
+    check_key,
+    check_ttl,
+    check_version,
+    decode_value,
+    encode_value,
     exceeds,
     reset_time,
 )
@@ -48,6 +54,10 @@ CREATE TABLE IF NOT EXISTS {p}session_tools (
     count INTEGER NOT NULL, last_time REAL,
     PRIMARY KEY (session, tool, effect)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {p}kv (
+    key TEXT PRIMARY KEY, value TEXT NOT NULL, version INTEGER NOT NULL, expires_at REAL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS {p}kv_expiry ON {p}kv (expires_at);
 """
 
 
@@ -69,6 +79,7 @@ class SQLiteStore(StateStore):
     __slots__ = (
         "_conn",
         "_history_ttl",
+        "_kv_sweep",
         "_lock",
         "_next_sweep",
         "_path",
@@ -97,6 +108,7 @@ class SQLiteStore(StateStore):
         self._history_ttl = history_ttl
         self._sweep_every = sweep_every
         self._next_sweep: float | None = None
+        self._kv_sweep = 0.0
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._sql = _Statements(prefix)
@@ -203,6 +215,101 @@ class SQLiteStore(StateStore):
         """See :meth:`StateStore.history`. Runs in a worker thread."""
         return await asyncio.to_thread(self.history, session)
 
+    # -- key-value records ----------------------------------------------------------------
+
+    def get(self, key: str) -> StoredValue | None:
+        """See :meth:`StateStore.get`."""
+        check_key(key)
+        row = self._run(
+            lambda db: db.execute(self._sql.kv_get, (key, time.time())).fetchone(), write=False
+        )
+        return None if row is None else StoredValue(key, decode_value(row[0]), row[1], row[2])
+
+    async def aget(self, key: str) -> StoredValue | None:
+        """See :meth:`StateStore.get`. Runs in a worker thread."""
+        return await asyncio.to_thread(self.get, key)
+
+    def put(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
+        """See :meth:`StateStore.put`. One ``BEGIN IMMEDIATE`` transaction."""
+        check_key(key)
+        check_ttl(ttl)
+        text = encode_value(value)
+
+        def write(db: sqlite3.Connection) -> int:
+            now = time.time()
+            row = db.execute(self._sql.kv_version, (key, now)).fetchone()
+            version = 1 if row is None else row[0] + 1
+            self._kv_write(db, key, text, version, now, ttl)
+            return version
+
+        return self._run(write)
+
+    async def aput(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
+        """See :meth:`StateStore.put`. Runs in a worker thread."""
+        return await asyncio.to_thread(self.put, key, value, ttl=ttl)
+
+    def compare_and_set(
+        self, key: str, expected_version: int | None, value: Mapping[str, Any], *,
+        ttl: float | None,
+    ) -> bool:
+        """See :meth:`StateStore.compare_and_set`. One ``BEGIN IMMEDIATE`` transaction, so
+        writers in other processes wait for it."""
+        check_key(key)
+        check_ttl(ttl)
+        check_version(expected_version)
+        text = encode_value(value)
+
+        def write(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            row = db.execute(self._sql.kv_version, (key, now)).fetchone()
+            current = None if row is None else row[0]
+            if current != expected_version:
+                return False
+            self._kv_write(db, key, text, 1 if current is None else current + 1, now, ttl)
+            return True
+
+        return self._run(write)
+
+    async def acompare_and_set(
+        self, key: str, expected_version: int | None, value: Mapping[str, Any], *,
+        ttl: float | None,
+    ) -> bool:
+        """See :meth:`StateStore.compare_and_set`. Runs in a worker thread."""
+        return await asyncio.to_thread(self.compare_and_set, key, expected_version, value, ttl=ttl)
+
+    def delete(self, key: str) -> bool:
+        """See :meth:`StateStore.delete`."""
+        check_key(key)
+
+        def write(db: sqlite3.Connection) -> bool:
+            rows = db.execute(self._sql.kv_delete, (key,)).fetchall()
+            return any(e is None or e > time.time() for (e,) in rows)
+
+        return self._run(write)
+
+    async def adelete(self, key: str) -> bool:
+        """See :meth:`StateStore.delete`. Runs in a worker thread."""
+        return await asyncio.to_thread(self.delete, key)
+
+    def scan(self, prefix: str) -> list[StoredValue]:
+        """See :meth:`StateStore.scan`."""
+        rows = self._run(
+            lambda db: db.execute(self._sql.kv_scan, (prefix, time.time())).fetchall(),
+            write=False,
+        )
+        return [StoredValue(k, decode_value(v), n, e) for k, v, n, e in rows]
+
+    async def ascan(self, prefix: str) -> list[StoredValue]:
+        """See :meth:`StateStore.scan`. Runs in a worker thread."""
+        return await asyncio.to_thread(self.scan, prefix)
+
+    def _kv_write(self, db: sqlite3.Connection, key: str, text: str, version: int, now: float,
+                  ttl: float | None) -> None:
+        db.execute(self._sql.kv_upsert, (key, text, version, None if ttl is None else now + ttl))
+        if now >= self._kv_sweep:
+            self._kv_sweep = now + self._sweep_every
+            db.execute(self._sql.kv_sweep, (now,))
+
     # -- plumbing -----------------------------------------------------------------------
 
     def close(self) -> None:
@@ -290,6 +397,12 @@ class _Statements:
         "add_windowed",
         "forget_pairs",
         "forget_sessions",
+        "kv_delete",
+        "kv_get",
+        "kv_scan",
+        "kv_sweep",
+        "kv_upsert",
+        "kv_version",
         "oldest",
         "pairs",
         "prune",
@@ -346,3 +459,16 @@ class _Statements:
             f" (SELECT session FROM {p}sessions WHERE last_time <= ?)"
         )
         self.forget_sessions = f"DELETE FROM {p}sessions WHERE last_time <= ?"
+        live = "(expires_at IS NULL OR expires_at > ?2)"
+        self.kv_get = f"SELECT value, version, expires_at FROM {p}kv WHERE key = ?1 AND {live}"
+        self.kv_version = f"SELECT version FROM {p}kv WHERE key = ?1 AND {live}"
+        self.kv_upsert = (
+            f"INSERT INTO {p}kv (key, value, version, expires_at) VALUES (?1, ?2, ?3, ?4)"
+            f" ON CONFLICT (key) DO UPDATE SET value = ?2, version = ?3, expires_at = ?4"
+        )
+        self.kv_delete = f"DELETE FROM {p}kv WHERE key = ? RETURNING expires_at"
+        self.kv_scan = (
+            f"SELECT key, value, version, expires_at FROM {p}kv WHERE key >= ?1"
+            f" AND substr(key, 1, length(?1)) = ?1 AND {live} ORDER BY key"
+        )
+        self.kv_sweep = f"DELETE FROM {p}kv WHERE expires_at <= ?"

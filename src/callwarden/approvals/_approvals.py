@@ -1,0 +1,526 @@
+"""``Approvals``: requests and remembered grants kept in a state store, sync and async twins.
+
+Every operation is a generator flow (see ``_steps``) driven by a thin sync method and its
+``a``-prefixed async twin, so the rules — who may approve, when a request expires, when an
+approval may be used — are written once. Every transition is a compare-and-set on the record,
+so of two people resolving the same request at once, exactly one wins.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from callwarden._decision import Effect
+from callwarden._jsonsafe import json_safe
+from callwarden.approvals._errors import ApprovalInvalid, ApprovalRefused
+from callwarden.approvals._records import (
+    ApprovalRequest,
+    Grant,
+    GrantStatus,
+    Scope,
+    Status,
+    allowlist,
+    decision_digest,
+)
+from callwarden.approvals._steps import Flow, Step, adrive, drive, sleep
+
+if TYPE_CHECKING:
+    from callwarden._decision import Decision
+    from callwarden.state import StateStore, StoredValue
+
+__all__ = ["Approvals"]
+
+_REQUESTS = "req:"
+# All grants live in one record: the ask path reads them in one round trip, never a scan.
+_GRANTS = "grants"
+_ON_EXPIRY = ("deny", "ask")
+
+
+class Approvals:
+    """Approval requests and remembered decisions, kept in a state store.
+
+    Args:
+        store: Where requests live; SQLite or Redis let them survive a restart and be resolved
+            from another process (``callwarden approvals approve ID``).
+        ttl: Seconds a request stays valid, from its creation.
+        approvers: Who may approve (an allowlist); None: anyone but the agent or principal that
+            made the call. Nobody may ever approve their own call.
+        on_expiry: ``deny`` (an expired approval denies the call) or ``ask`` (a new request is
+            made).
+        clock: The wall clock (tests inject one).
+        namespace: Key prefix of the records in the store.
+        retention: Seconds a record stays in the store after it expired, for review.
+    """
+
+    def __init__(
+        self,
+        store: StateStore,
+        *,
+        ttl: float = 3600,
+        approvers: Sequence[str] | None = None,
+        on_expiry: str = "deny",
+        clock: Callable[[], float] = time.time,
+        namespace: str = "approvals:",
+        retention: float = 7 * 86400,
+    ) -> None:
+        if not isinstance(ttl, int | float) or isinstance(ttl, bool) or not ttl > 0:
+            raise ValueError(f"ttl must be a number of seconds > 0, got {ttl!r}")
+        if on_expiry not in _ON_EXPIRY:
+            raise ValueError(f"on_expiry must be 'deny' or 'ask', got {on_expiry!r}")
+        self.store = store
+        self.ttl = float(ttl)
+        self.approvers = allowlist(approvers)
+        self.on_expiry = on_expiry
+        self.clock = clock
+        self.namespace = namespace
+        self.retention = retention
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None, store: StateStore, *,
+                    clock: Callable[[], float] = time.time) -> Approvals:
+        """Builds it from a policy file's ``approvals:`` section.
+
+        Raises:
+            ConfigError: naming the key at fault and how to fix it.
+        """
+        from callwarden.approvals._config import parse_config
+
+        settings = parse_config(config)
+        return cls(store, ttl=settings.ttl, approvers=settings.approvers,
+                   on_expiry=settings.on_expiry, clock=clock)
+
+    def __repr__(self) -> str:
+        return (f"Approvals({type(self.store).__name__}, ttl={self.ttl:g}, "
+                f"approvers={self.approvers!r}, on_expiry={self.on_expiry!r})")
+
+    # -- requests: public twins ---------------------------------------------------------
+
+    def request(self, decision: Decision) -> ApprovalRequest:
+        """Records a pending request for an ``ask`` decision and returns it."""
+        return drive(self._request(decision))
+
+    async def arequest(self, decision: Decision) -> ApprovalRequest:
+        """Async twin of :meth:`request`."""
+        return await adrive(self._request(decision))
+
+    def get(self, request_id: str) -> ApprovalRequest:
+        """Returns a request as it stands now.
+
+        Raises:
+            ApprovalInvalid: ``approval_not_found``.
+        """
+        return drive(self._get(request_id))
+
+    async def aget(self, request_id: str) -> ApprovalRequest:
+        """Async twin of :meth:`get`."""
+        return await adrive(self._get(request_id))
+
+    def list(self, status: str | None = None) -> builtins.list[ApprovalRequest]:
+        """Returns the requests (with that status, if given), oldest first."""
+        return drive(self._list(status))
+
+    async def alist(self, status: str | None = None) -> builtins.list[ApprovalRequest]:
+        """Async twin of :meth:`list`."""
+        return await adrive(self._list(status))
+
+    def approve(self, request_id: str, *, by: str, edit: Mapping[str, Any] | None = None,
+                comment: str | None = None) -> ApprovalRequest:
+        """Approves a pending request, optionally with edited arguments (a new call that the
+        policy evaluates again before it runs).
+
+        Raises:
+            ApprovalRefused: ``by`` made the call, or is not an approver.
+            ApprovalInvalid: not found, expired, or already resolved.
+        """
+        return drive(self._resolve(request_id, Status.APPROVED, by, comment, edit))
+
+    async def aapprove(self, request_id: str, *, by: str, edit: Mapping[str, Any] | None = None,
+                       comment: str | None = None) -> ApprovalRequest:
+        """Async twin of :meth:`approve`."""
+        return await adrive(self._resolve(request_id, Status.APPROVED, by, comment, edit))
+
+    def deny(self, request_id: str, *, by: str, reason: str | None = None) -> ApprovalRequest:
+        """Denies a pending request; ``reason`` is shown to the agent.
+
+        Raises:
+            ApprovalRefused: ``by`` is not an approver.
+            ApprovalInvalid: not found, expired, or already resolved.
+        """
+        return drive(self._resolve(request_id, Status.DENIED, by, reason, None))
+
+    async def adeny(self, request_id: str, *, by: str,
+                    reason: str | None = None) -> ApprovalRequest:
+        """Async twin of :meth:`deny`."""
+        return await adrive(self._resolve(request_id, Status.DENIED, by, reason, None))
+
+    def cancel(self, request_id: str) -> ApprovalRequest:
+        """Withdraws a pending (or approved, unused) request.
+
+        Raises:
+            ApprovalInvalid: not found, or already denied, used, expired or cancelled.
+        """
+        return drive(self._cancel(request_id))
+
+    async def acancel(self, request_id: str) -> ApprovalRequest:
+        """Async twin of :meth:`cancel`."""
+        return await adrive(self._cancel(request_id))
+
+    def consume(self, request_id: str, decision: Decision) -> ApprovalRequest:
+        """Uses an approval for the call ``decision`` is about: once, and only for that call.
+
+        The call must have the approved digest (tool, args, principal, session, policy
+        version), or the edited call's digest when the reviewer edited the arguments.
+
+        Raises:
+            ApprovalInvalid: ``approval_not_found``, ``approval_expired``,
+                ``approval_not_approved``, ``approval_already_used``, ``approval_mismatch``
+                or ``approval_denied``.
+        """
+        return drive(self._consume(request_id, decision))
+
+    async def aconsume(self, request_id: str, decision: Decision) -> ApprovalRequest:
+        """Async twin of :meth:`consume`."""
+        return await adrive(self._consume(request_id, decision))
+
+    def wait(self, request_id: str, timeout: float) -> ApprovalRequest:
+        """Polls the store (with backoff) until the request is resolved or ``timeout`` seconds
+        have passed; returns it as it then stands (still pending on a timeout)."""
+        return drive(self._wait(request_id, timeout))
+
+    async def await_(self, request_id: str, timeout: float) -> ApprovalRequest:
+        """Async twin of :meth:`wait` (``await`` is a keyword); never blocks the event loop."""
+        return await adrive(self._wait(request_id, timeout))
+
+    # -- remembered decisions: public twins ---------------------------------------------
+
+    def remember(self, source: str | Decision, *, scope: str, by: str,
+                 ttl: float | None = None, tool: str | None = None) -> Grant:
+        """Remembers an approval for a scope: later ``ask`` calls it covers are allowed.
+
+        Args:
+            source: An approved (or used) request's id, or an ``ask`` decision.
+            scope: ``session`` (this tool in this session), ``agent`` (this tool for this
+                agent) or ``tool`` (this tool for every caller).
+            by: Who grants it; the same rules as for approving apply.
+            ttl: Seconds it lasts (default: the request ttl).
+            tool: A tool name or glob to cover instead of the call's tool.
+
+        Raises:
+            ApprovalRefused: ``by`` made the call, or is not an approver.
+            ApprovalInvalid: the request is not found or was not approved.
+            ValueError: the scope needs a session or agent the call does not have.
+        """
+        return drive(self._remember(source, scope, by, ttl, tool))
+
+    async def aremember(self, source: str | Decision, *, scope: str, by: str,
+                        ttl: float | None = None, tool: str | None = None) -> Grant:
+        """Async twin of :meth:`remember`."""
+        return await adrive(self._remember(source, scope, by, ttl, tool))
+
+    def granted(self, decision: Decision) -> Grant | None:
+        """Returns an active grant that pre-approves this ``ask`` decision, or None."""
+        return drive(self._granted(decision))
+
+    async def agranted(self, decision: Decision) -> Grant | None:
+        """Async twin of :meth:`granted`."""
+        return await adrive(self._granted(decision))
+
+    def revoke(self, grant_id: str) -> Grant:
+        """Revokes a grant; the record stays, marked revoked.
+
+        Raises:
+            ApprovalInvalid: ``grant_not_found``.
+        """
+        return drive(self._revoke(grant_id))
+
+    async def arevoke(self, grant_id: str) -> Grant:
+        """Async twin of :meth:`revoke`."""
+        return await adrive(self._revoke(grant_id))
+
+    def grants(self, *, include_inactive: bool = False) -> builtins.list[Grant]:
+        """Returns the grants, oldest first (active ones only unless ``include_inactive``)."""
+        return drive(self._grants(include_inactive))
+
+    async def agrants(self, *, include_inactive: bool = False) -> builtins.list[Grant]:
+        """Async twin of :meth:`grants`."""
+        return await adrive(self._grants(include_inactive))
+
+    # -- store steps --------------------------------------------------------------------
+
+    def _key(self, kind: str, ident: str) -> str:
+        return f"{self.namespace}{kind}{ident}"
+
+    def _read(self, key: str) -> Step:
+        return Step(self.store.get, self.store.aget, (key,))
+
+    def _cas(self, key: str, version: int | None, value: dict[str, Any], expires: float) -> Step:
+        ttl = max(expires - self.clock(), 0.0) + self.retention
+        return Step(self.store.compare_and_set, self.store.acompare_and_set,
+                    (key, version, value), {"ttl": ttl})
+
+    def _scan(self, kind: str) -> Step:
+        return Step(self.store.scan, self.store.ascan, (self.namespace + kind,))
+
+    # -- request flows ------------------------------------------------------------------
+
+    def _request(self, decision: Decision) -> Flow[ApprovalRequest]:
+        if decision.effect is not Effect.ASK:
+            raise ValueError(f"only an 'ask' decision needs approval, not {decision.effect.value!r}")
+        call = decision.call
+        now = self.clock()
+        while True:
+            request = ApprovalRequest(
+                id=secrets.token_hex(8), digest=decision_digest(decision), tool=call.tool,
+                args=json_safe(call.args), agent=call.agent, principal=call.principal,
+                session=call.session, requested_by=call.agent or call.principal,
+                rule=decision.rule, source=decision.source, message=decision.message,
+                created=now, expires=now + self.ttl, policy=decision.policy,
+                approvers=self.approvers, decision_id=decision.decision_id,
+            )
+            created = yield self._cas(self._key(_REQUESTS, request.id), None,
+                                      request.to_dict(), request.expires)
+            if created:  # else an id collision: draw another
+                return request
+
+    def _load(self, request_id: str) -> Flow[tuple[ApprovalRequest, StoredValue]]:
+        if not isinstance(request_id, str) or not request_id:
+            raise ApprovalInvalid("approval_not_found", f"no approval request {request_id!r}")
+        found = yield self._read(self._key(_REQUESTS, request_id))
+        if found is None:
+            raise ApprovalInvalid(
+                "approval_not_found",
+                f"no approval request {request_id!r} (it never existed, or its record expired)")
+        return ApprovalRequest.from_dict(found.value).at(self.clock()), found
+
+    def _get(self, request_id: str) -> Flow[ApprovalRequest]:
+        request, _ = yield from self._load(request_id)
+        return request
+
+    def _list(self, status: str | None) -> Flow[builtins.list[ApprovalRequest]]:
+        wanted = None if status is None else Status(status)
+        found = yield self._scan(_REQUESTS)
+        now = self.clock()
+        requests = [ApprovalRequest.from_dict(v.value).at(now) for v in found]
+        return sorted((r for r in requests if wanted is None or r.status is wanted),
+                      key=lambda r: (r.created, r.id))
+
+    def _check_approver(self, callers: frozenset[str], recorded: Sequence[str] | None,
+                        by: str) -> None:
+        if not isinstance(by, str) or not by.strip():
+            raise ApprovalRefused("approver_required", "say who approves (by='name')")
+        if by in callers:
+            raise ApprovalRefused(
+                "self_approval",
+                f"{by!r} made this call and cannot approve it; another person must")
+        for names in (self.approvers, recorded):
+            if names is not None and by not in names:
+                raise ApprovalRefused(
+                    "not_an_approver",
+                    f"{by!r} is not an approver; the approvers are {', '.join(names)}")
+
+    def _resolve(self, request_id: str, status: Status, by: str, comment: str | None,
+                 edit: Mapping[str, Any] | None) -> Flow[ApprovalRequest]:
+        edited = None if edit is None else _edited_args(edit)
+        while True:
+            request, found = yield from self._load(request_id)
+            if status is Status.APPROVED:
+                self._check_approver(request.callers, request.approvers, by)
+            else:
+                # Anyone allowed to approve may deny; the caller may too (it only blocks).
+                self._check_approver(frozenset(), request.approvers, by)
+            if request.status is not Status.PENDING:
+                raise _not_pending(request)
+            updated = replace(request, status=status, resolved_by=by,
+                              resolved_at=self.clock(), comment=comment, edited_args=edited)
+            if (yield self._cas(found.key, found.version, updated.to_dict(), request.expires)):
+                return updated
+
+    def _cancel(self, request_id: str) -> Flow[ApprovalRequest]:
+        while True:
+            request, found = yield from self._load(request_id)
+            if request.status not in (Status.PENDING, Status.APPROVED):
+                raise _not_pending(request)
+            updated = replace(request, status=Status.CANCELLED, resolved_at=self.clock())
+            if (yield self._cas(found.key, found.version, updated.to_dict(), request.expires)):
+                return updated
+
+    def _consume(self, request_id: str, decision: Decision) -> Flow[ApprovalRequest]:
+        while True:
+            request, found = yield from self._load(request_id)
+            _check_usable(request)
+            _check_same_call(request, decision)
+            updated = replace(request, status=Status.CONSUMED, consumed_at=self.clock())
+            if (yield self._cas(found.key, found.version, updated.to_dict(), request.expires)):
+                return updated
+            # Someone else changed it first: read again, and refuse with its new status.
+
+    def _wait(self, request_id: str, timeout: float) -> Flow[ApprovalRequest]:
+        deadline = time.monotonic() + timeout
+        delay = 0.02
+        while True:
+            request = yield from self._get(request_id)
+            remaining = deadline - time.monotonic()
+            if request.status is not Status.PENDING or remaining <= 0:
+                return request
+            yield sleep(min(delay, remaining))
+            delay = min(delay * 1.5, 1.0)
+
+    # -- grant flows --------------------------------------------------------------------
+
+    def _remember(self, source: str | Decision, scope: str, by: str, ttl: float | None,
+                  tool: str | None) -> Flow[Grant]:
+        scope = Scope(scope)
+        fields: tuple[Any, ...]
+        if isinstance(source, str):
+            request = yield from self._get(source)
+            if request.status not in (Status.APPROVED, Status.CONSUMED):
+                raise ApprovalInvalid(
+                    "approval_not_approved",
+                    f"request {request.id} is {request.status.value}; only an approved request "
+                    "can be remembered")
+            fields = (request.tool, request.session, request.agent, request.callers,
+                      request.approvers, request.id)
+        else:
+            call = source.call
+            callers = frozenset(x for x in (call.agent, call.principal) if x)
+            fields = (call.tool, call.session, call.agent, callers, None, None)
+        call_tool, session, agent, callers, recorded, request_id = fields
+        self._check_approver(callers, recorded, by)
+        if scope is Scope.SESSION and session is None:
+            raise ValueError("a session-scoped grant needs a call made in a session")
+        if scope is Scope.AGENT and agent is None:
+            raise ValueError("an agent-scoped grant needs a call made by a named agent")
+        now = self.clock()
+        grant = Grant(
+            id=secrets.token_hex(8), scope=scope, tool=tool or call_tool,
+            session=session if scope is Scope.SESSION else None,
+            agent=agent if scope is Scope.AGENT else None,
+            by=by, created=now, expires=now + (self.ttl if ttl is None else ttl),
+            request_id=request_id,
+        )
+        yield from self._update_grants(lambda grants: {**grants, grant.id: grant})
+        return grant
+
+    def _load_grants(self) -> Flow[tuple[dict[str, Grant], StoredValue | None]]:
+        found = yield self._read(self.namespace + _GRANTS)
+        if found is None:
+            return {}, None
+        grants = {k: Grant.from_dict(v) for k, v in found.value.get("grants", {}).items()}
+        return grants, found
+
+    def _update_grants(
+        self, change: Callable[[dict[str, Grant]], dict[str, Grant]]
+    ) -> Flow[dict[str, Grant]]:
+        """Applies ``change`` to the grants with compare-and-set, retrying on a conflict."""
+        key = self.namespace + _GRANTS
+        while True:
+            grants, found = yield from self._load_grants()
+            changed = change(grants)
+            # Forget grants that ended longer ago than the retention.
+            horizon = self.clock() - self.retention
+            kept = {k: g for k, g in changed.items()
+                    if max(g.expires, g.revoked_at or 0.0) > horizon}
+            value = {"grants": {k: g.to_dict() for k, g in kept.items()}}
+            step = Step(self.store.compare_and_set, self.store.acompare_and_set,
+                        (key, None if found is None else found.version, value), {"ttl": None})
+            if (yield step):
+                return kept
+
+    def _grants(self, include_inactive: bool) -> Flow[builtins.list[Grant]]:
+        found, _ = yield from self._load_grants()
+        now = self.clock()
+        grants = [g.at(now) for g in found.values()]
+        return sorted((g for g in grants if include_inactive or g.status is GrantStatus.ACTIVE),
+                      key=lambda g: (g.created, g.id))
+
+    def _granted(self, decision: Decision) -> Flow[Grant | None]:
+        if decision.effect is not Effect.ASK:
+            return None
+        grants = yield from self._grants(False)
+        covering = [g for g in grants if g.covers(decision)]
+        return max(covering, key=lambda g: g.expires) if covering else None
+
+    def _revoke(self, grant_id: str) -> Flow[Grant]:
+        now = self.clock()
+
+        def revoke(grants: dict[str, Grant]) -> dict[str, Grant]:
+            grant = grants.get(grant_id)
+            if grant is None:
+                raise ApprovalInvalid("grant_not_found", f"no grant {grant_id!r}")
+            if grant.status is GrantStatus.REVOKED:
+                return grants
+            return {**grants, grant_id: replace(grant, status=GrantStatus.REVOKED,
+                                                revoked_at=now)}
+
+        grants = yield from self._update_grants(revoke)
+        return grants[grant_id]
+
+
+def _edited_args(edit: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(edit, Mapping):
+        raise TypeError(f"edited arguments must be a JSON object (a dict), not {type(edit).__name__}")
+    # Round-trip through JSON: the edit is stored, compared by digest and run from the store.
+    return json.loads(json.dumps(json_safe(edit)))  # type: ignore[no-any-return]
+
+
+def _not_pending(request: ApprovalRequest) -> ApprovalInvalid:
+    if request.status is Status.EXPIRED:
+        return ApprovalInvalid("approval_expired", _expired_text(request))
+    who = f" by {request.resolved_by}" if request.resolved_by else ""
+    return ApprovalInvalid("approval_already_resolved",
+                           f"request {request.id} was already {request.status.value}{who}")
+
+
+def _expired_text(request: ApprovalRequest) -> str:
+    return (f"approval request {request.id} expired (it was valid for "
+            f"{request.expires - request.created:g} s, until {_iso(request.expires)})")
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _check_usable(request: ApprovalRequest) -> None:
+    status = request.status
+    if status is Status.APPROVED:
+        return
+    if status is Status.EXPIRED:
+        raise ApprovalInvalid("approval_expired", _expired_text(request))
+    if status is Status.CONSUMED:
+        raise ApprovalInvalid("approval_already_used",
+                              f"approval {request.id} was already used; an approval runs one call "
+                              "once")
+    if status is Status.DENIED:
+        why = f": {request.comment}" if request.comment else ""
+        raise ApprovalInvalid("approval_denied",
+                              f"request {request.id} was denied by {request.resolved_by}{why}")
+    if status is Status.CANCELLED:
+        raise ApprovalInvalid("approval_not_approved", f"request {request.id} was cancelled")
+    raise ApprovalInvalid("approval_not_approved",
+                          f"request {request.id} is still pending; nobody has approved it yet")
+
+
+def _check_same_call(request: ApprovalRequest, decision: Decision) -> None:
+    digest = decision_digest(decision)
+    expected = request.edited_digest or request.digest
+    if digest == expected:
+        return
+    call = decision.call
+    if call.tool != request.tool:
+        what = f"the tool is {call.tool!r}, not {request.tool!r}"
+    elif request.edited_args is not None and digest == request.digest:
+        what = "the reviewer approved edited arguments, not the original ones"
+    elif (call.principal, call.session) != (request.principal, request.session):
+        what = "it comes from another principal or session"
+    elif decision.policy != request.policy:
+        what = f"the policy changed since it was approved ({request.policy} → {decision.policy})"
+    else:
+        what = "the arguments differ from the approved ones"
+    raise ApprovalInvalid("approval_mismatch",
+                          f"approval {request.id} is for another call: {what}")

@@ -1,0 +1,102 @@
+"""The policy file's ``approvals:`` section, and where the CLI finds the store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from callwarden._matchers import ConfigError
+from callwarden._units import parse_duration
+
+__all__ = ["DEFAULT_STATE_URL", "ApprovalSettings", "parse_config", "state_url_from_policy"]
+
+DEFAULT_STATE_URL = "sqlite:///.callwarden/state.db"
+_KEYS = ("approvers", "on_expiry", "state", "ttl")
+_EXAMPLE = "e.g. approvals: {ttl: 30m, approvers: [alice, bob], on_expiry: deny}"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalSettings:
+    """The parsed ``approvals:`` section."""
+
+    ttl: float = 3600.0
+    approvers: tuple[str, ...] | None = None
+    on_expiry: str = "deny"
+    state: str | None = None
+
+
+def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
+    """Validates an ``approvals:`` section.
+
+    Raises:
+        ConfigError: naming the key at fault and how to fix it.
+    """
+    if config is None:
+        return ApprovalSettings()
+    if not isinstance(config, Mapping):
+        raise ConfigError("the approvals section must be a mapping", hint=_EXAMPLE)
+    for key in config:
+        if key not in _KEYS:
+            raise ConfigError(f"unknown key {key!r} in approvals", key=str(key),
+                              hint=f"allowed keys: {', '.join(_KEYS)}")
+    ttl = 3600.0
+    if "ttl" in config:
+        try:
+            ttl = parse_duration(config["ttl"])
+        except ValueError as e:
+            raise ConfigError(str(e), key="ttl", hint="how long a request stays valid, e.g. 30m") \
+                from e
+    approvers = config.get("approvers")
+    if approvers is not None:
+        if isinstance(approvers, str):
+            approvers = [approvers]
+        if not isinstance(approvers, list) or not approvers or not all(
+                isinstance(a, str) and a.strip() for a in approvers):
+            raise ConfigError("must be a non-empty list of names", key="approvers",
+                              hint="e.g. approvers: [alice, bob]; omit it to let anyone but "
+                                   "the caller approve")
+        approvers = tuple(approvers)
+    on_expiry = config.get("on_expiry", "deny")
+    if on_expiry not in ("deny", "ask"):
+        raise ConfigError(f"must be deny or ask, not {on_expiry!r}", key="on_expiry",
+                          hint="deny: an expired approval denies the call; ask: ask again")
+    state = config.get("state")
+    if state is not None and (not isinstance(state, str) or not state):
+        raise ConfigError("must be a store URL", key="state",
+                          hint="memory, sqlite:///state.db (next to the policy) or "
+                               "redis://host:6379/0")
+    return ApprovalSettings(ttl, approvers, on_expiry, state)
+
+
+def resolve_state_url(url: str, base_dir: Path) -> str:
+    """Makes a relative SQLite path relative to ``base_dir`` (the policy's folder)."""
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        return "sqlite:///" + str((base_dir / url[len("sqlite:///"):]).resolve())
+    return url
+
+
+def state_url_from_policy(path: Path) -> tuple[str, Mapping[str, Any] | None]:
+    """Returns the store URL a policy file names (``approvals.state``, else ``state``, else the
+    default) and its ``approvals:`` section.
+
+    Raises:
+        ConfigError: the file cannot be read or its sections are malformed.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ConfigError(f"cannot read policy file {path}: {e}") from e
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"policy file {path} is not a mapping", hint="start it with 'version: 1'")
+    section = data.get("approvals")
+    settings = parse_config(section)
+    url = settings.state or data.get("state")
+    if url is None:
+        return DEFAULT_STATE_URL, section
+    if not isinstance(url, str) or not url:
+        raise ConfigError("must be a store URL", key="state")
+    return resolve_state_url(url, path.parent), section

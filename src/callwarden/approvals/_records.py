@@ -1,0 +1,213 @@
+"""What an approval is made of: the request record, the remembered grant, the call digest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any, Self
+
+from callwarden._jsonsafe import json_safe
+
+if TYPE_CHECKING:
+    from callwarden._decision import Decision
+
+__all__ = ["ApprovalRequest", "Grant", "GrantStatus", "Scope", "Status", "call_digest",
+           "decision_digest"]
+
+
+class Status(StrEnum):
+    """Where a request stands: ``pending → approved | denied | expired | cancelled``, and an
+    approved request becomes ``consumed`` when the call runs."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    CONSUMED = "consumed"
+
+
+class Scope(StrEnum):
+    """What a remembered decision covers besides its tool pattern."""
+
+    SESSION = "session"
+    AGENT = "agent"
+    TOOL = "tool"
+
+
+class GrantStatus(StrEnum):
+    """Whether a remembered decision still applies."""
+
+    ACTIVE = "active"
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(json_safe(value), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def call_digest(tool: str, args: Mapping[str, Any], principal: str | None, session: str | None,
+                policy: str | None) -> str:
+    """Returns the sha256 of the canonical JSON of a call: what an approval is bound to."""
+    return hashlib.sha256(_canonical({
+        "tool": tool, "args": args, "principal": principal, "session": session,
+        "policy": policy,
+    })).hexdigest()
+
+
+def decision_digest(decision: Decision) -> str:
+    """The digest of the call a decision is about (the call as asked, before any rewrite)."""
+    call = decision.call
+    return call_digest(call.tool, call.args, call.principal, call.session, decision.policy)
+
+
+class _Record:
+    """JSON round trip shared by the records: ``to_dict`` and ``from_dict``."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the record as plain JSON data."""
+        return asdict(self)  # type: ignore[call-overload, no-any-return]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Builds the record from ``to_dict``'s output; unknown keys (newer writers) are ignored."""
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest(_Record):
+    """One call waiting for (or having had) a human's decision.
+
+    Attributes:
+        id: The request's id (what ``approve ID`` takes).
+        digest: sha256 over the canonical call: tool, args, principal, session, policy version.
+        tool, args, agent, principal, session: The call, as asked.
+        requested_by: Who made the call (the agent, else the principal); may not approve it.
+        rule, source, message: Why approval is needed: the deciding rule, where it is written,
+            and its message.
+        created, expires: When the request was made and when it stops being valid.
+        status: A :class:`Status` value; ``expired`` is computed on read.
+        resolved_by, resolved_at, comment: Who approved or denied it, when, and what they said
+            (a denial's reason is its comment).
+        edited_args: The arguments the reviewer approved instead, or None.
+        policy: The policy version the digest includes.
+        approvers: The approver allowlist when the request was made (None: anyone else).
+        decision_id: The decision that asked.
+        consumed_at: When the approved call ran.
+    """
+
+    id: str
+    digest: str
+    tool: str
+    args: dict[str, Any]
+    agent: str | None
+    principal: str | None
+    session: str | None
+    requested_by: str | None
+    rule: str | None
+    source: str | None
+    message: str
+    created: float
+    expires: float
+    status: Status = Status.PENDING
+    resolved_by: str | None = None
+    resolved_at: float | None = None
+    comment: str | None = None
+    edited_args: dict[str, Any] | None = None
+    policy: str | None = None
+    approvers: list[str] | None = None
+    decision_id: str | None = None
+    consumed_at: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
+
+    def at(self, now: float) -> ApprovalRequest:
+        """Returns the request as seen at ``now``: pending or approved turns expired after
+        ``expires``."""
+        if self.status in (Status.PENDING, Status.APPROVED) and now > self.expires:
+            return replace(self, status=Status.EXPIRED)
+        return self
+
+    @property
+    def edited_digest(self) -> str | None:
+        """The digest the edited call must have, or None without an edit."""
+        if self.edited_args is None:
+            return None
+        return call_digest(self.tool, self.edited_args, self.principal, self.session, self.policy)
+
+    @property
+    def callers(self) -> frozenset[str]:
+        """The identities that made the call, none of whom may approve it."""
+        return frozenset(x for x in (self.agent, self.principal, self.requested_by) if x)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant(_Record):
+    """A remembered decision: "approve and don't ask again" for a scope, until ``expires``.
+
+    Attributes:
+        id: The grant's id (what ``revoke`` takes).
+        scope: A :class:`Scope` value: ``session`` and ``agent`` grants cover the tool pattern
+            in that session / for that agent; ``tool`` grants cover it for every caller.
+        tool: The tool name or glob (``mcp__github__*``) it covers.
+        session, agent: The session or agent it is bound to (per ``scope``).
+        by: Who granted it. created, expires: When it was granted and until when.
+        request_id: The approval it was remembered from, if any.
+        status: A :class:`GrantStatus` value; ``expired`` is computed on read.
+        revoked_at: When it was revoked.
+    """
+
+    id: str
+    scope: Scope
+    tool: str
+    session: str | None
+    agent: str | None
+    by: str
+    created: float
+    expires: float
+    request_id: str | None = None
+    status: GrantStatus = GrantStatus.ACTIVE
+    revoked_at: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scope", Scope(self.scope))
+        object.__setattr__(self, "status", GrantStatus(self.status))
+
+    def at(self, now: float) -> Grant:
+        """Returns the grant as seen at ``now``: active turns expired after ``expires``."""
+        if self.status is GrantStatus.ACTIVE and now > self.expires:
+            return replace(self, status=GrantStatus.EXPIRED)
+        return self
+
+    def covers(self, decision: Decision) -> bool:
+        """Whether this (active) grant pre-approves the call a decision is about."""
+        call = decision.call
+        if self.status is not GrantStatus.ACTIVE or not fnmatchcase(call.tool, self.tool):
+            return False
+        if self.scope is Scope.SESSION:
+            return call.session is not None and call.session == self.session
+        if self.scope is Scope.AGENT:
+            return call.agent is not None and call.agent == self.agent
+        return True
+
+
+def allowlist(approvers: Sequence[str] | None) -> list[str] | None:
+    """Validates an approver allowlist (None: anyone but the caller)."""
+    if approvers is None:
+        return None
+    if isinstance(approvers, str):
+        approvers = [approvers]
+    out = list(approvers)
+    if not all(isinstance(a, str) and a for a in out):
+        raise ValueError("approvers must be non-empty strings")
+    return out
