@@ -194,3 +194,11 @@ def test_policy_mutating_the_args_it_sees_is_refused_and_fails_closed() -> None:
     assert d.effect is Effect.DENY
     assert d.reasons[0].code == "policy_error"
     assert d.args["x"] == 0
+
+
+def test_on_error_allow_ignores_the_failed_rule_but_never_overrides_default_deny() -> None:
+    g = Guard.from_dict({"version": 1, "default": "deny", "on_error": "allow",
+                         "rules": [{"id": "p", "use": "house_rules:Raises"}]})
+    d = g.check("t", {})
+    assert d.effect is Effect.DENY and d.rule == "default"
+    assert any(r.code == "policy_error" for r in d.reasons)

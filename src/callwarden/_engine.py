@@ -38,6 +38,21 @@ _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=32,
                                                   thread_name_prefix="callwarden-policy")
 
 _LAST = 1 << 30  # order of entries that belong to no rule (deadline, state store)
+# Reason codes of verdicts that stand for a failure, not for a rule's opinion.
+_FAILURE_CODES = frozenset({"policy_error", "policy_timeout", "policy_invalid_result",
+                            "state_unavailable"})
+
+
+def _decides(entry: Entry) -> bool:
+    """Whether an entry takes part in choosing the effect.
+
+    A failure under ``on_error: allow`` means "ignore the failed rule": it must never act as an
+    explicit allow that overrides ``default: deny`` (it is still recorded and explained).
+    """
+    verdict = entry.verdict
+    if not entry.decisive or verdict.effect is Effect.MODIFY:
+        return False
+    return not (verdict.effect is Effect.ALLOW and verdict.code in _FAILURE_CODES)
 
 
 class OutputCheck(NamedTuple):
@@ -404,8 +419,7 @@ class Engine:
 
     def _preliminary(self, entries: list[Entry]) -> Effect:
         """The effect the entries so far decide (before limits)."""
-        deciding = [e for e in entries if e.decisive and e.verdict.effect is not Effect.MODIFY
-                    and e.mode is Mode.ENFORCE]
+        deciding = [e for e in entries if _decides(e) and e.mode is Mode.ENFORCE]
         chosen = self._combiner.select(deciding)
         if chosen is not None:
             return chosen.verdict.effect
@@ -456,7 +470,7 @@ class Engine:
         if profile.requires_approval is not None:
             entries = self._apply_profile_approval(profile, entries)
 
-        deciding = [e for e in entries if e.decisive and e.verdict.effect is not Effect.MODIFY]
+        deciding = [e for e in entries if _decides(e)]
         enforced = [e for e in deciding if e.mode is Mode.ENFORCE]
         chosen = self._combiner.select(enforced)
         observed = len(enforced) != len(deciding) or settings.mode is Mode.OBSERVE
@@ -526,7 +540,7 @@ class Engine:
                         and (chosen is not None or e.verdict.effect is not Effect.ALLOW))
                 )
             )
-            if relevant or (e.verdict.code or "").startswith("policy_"):
+            if relevant or e.verdict.code in _FAILURE_CODES:
                 reasons.append(Reason(e.verdict.code or "matched",
                                       e.verdict.detail or e.verdict.message or e.rule, e.rule))
         if chosen is None and effect is not Effect.MODIFY:

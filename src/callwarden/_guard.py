@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -433,5 +433,3 @@ def _raise_unless_allowed(decision: Decision) -> None:
         raise ApprovalRequired(decision)
     raise ToolDenied(decision)
 
-
-AsyncTool = Callable[..., Awaitable[Any]]

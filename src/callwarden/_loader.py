@@ -11,7 +11,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -757,8 +757,6 @@ def _permission_rules(raw: Any, effect_name: str, check: _Checker, lines: Lines,
                           order=order + len(rules)))
     return rules
 
-
-PermissionFactory = Callable[[str | None, str], Matcher]
 
 
 def permission_matcher(kind: str | None, pattern: str) -> Matcher:

@@ -255,3 +255,17 @@ def test_attempt_cap_per_args_targets_identical_retries(store) -> None:
     same = [guard.check("t", {"q": 1}, session="s").effect for _ in range(3)]
     assert same == [Effect.ALLOW, Effect.ALLOW, Effect.HALT]
     assert guard.check("t", {"q": 2}, session="s").allowed
+
+
+def test_store_failure_under_on_error_allow_does_not_override_default_deny() -> None:
+    from callwarden.state import MemoryStore
+
+    class Down(MemoryStore):
+        def consume(self, *args, **kwargs):  # type: ignore[override]
+            raise RuntimeError("down")
+
+    guard = Guard.from_dict(limited({"id": "b", "limit": {"calls": 5}}, default="deny",
+                                    on_error="allow"), state=Down())
+    d = guard.check("t", {})
+    assert d.effect is Effect.DENY and d.rule == "default"
+    assert any(r.code == "state_unavailable" for r in d.reasons)
