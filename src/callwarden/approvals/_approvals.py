@@ -9,6 +9,7 @@ so of two people resolving the same request at once, exactly one wins.
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import secrets
 import time
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["Approvals"]
 
 _REQUESTS = "req:"
+_BY_CALL = "call:"
 # All grants live in one record: the ask path reads them in one round trip, never a scan.
 _GRANTS = "grants"
 _ON_EXPIRY = ("deny", "ask")
@@ -270,8 +272,29 @@ class Approvals:
     # -- request flows ------------------------------------------------------------------
 
     def _request(self, decision: Decision) -> Flow[ApprovalRequest]:
+        """Creates the request for an ``ask``; the same framework call asked again gets the same
+        pending request (a LangGraph node re-runs after an interrupt, an SDK re-checks on resume).
+        """
         if decision.effect is not Effect.ASK:
             raise ValueError(f"only an 'ask' decision needs approval, not {decision.effect.value!r}")
+        call = decision.call
+        if call.call_id == decision.decision_id:  # no call id from the framework: always new
+            return (yield from self._new_request(decision))
+        index = self._key(_BY_CALL, _call_key(decision_digest(decision), call.call_id))
+        found = yield self._read(index)
+        if found is not None:
+            try:
+                known = yield from self._get(found.value.get("id", ""))
+            except ApprovalInvalid:
+                known = None
+            if known is not None and known.status is Status.PENDING:
+                return known
+        request = yield from self._new_request(decision)
+        yield self._cas(index, None if found is None else found.version, {"id": request.id},
+                        request.expires)
+        return request
+
+    def _new_request(self, decision: Decision) -> Flow[ApprovalRequest]:
         call = decision.call
         now = self.clock()
         while True:
@@ -460,6 +483,10 @@ class Approvals:
 
         grants = yield from self._update_grants(revoke)
         return grants[grant_id]
+
+
+def _call_key(digest: str, call_id: str) -> str:
+    return hashlib.sha256(f"{digest}\0{call_id}".encode()).hexdigest()[:32]
 
 
 def _edited_args(edit: Mapping[str, Any]) -> dict[str, Any]:
