@@ -43,7 +43,7 @@ def as_guard(source: Any) -> Guard:
     if isinstance(source, Guard):
         return source
     if isinstance(source, str | os.PathLike):
-        return Guard.from_file(source)
+        return Guard.from_file(os.fspath(source))
     if isinstance(source, Mapping):
         return Guard.from_dict(source)
     raise TypeError(f"expected a callwarden.Guard, a policy file path or a policy dict, "
