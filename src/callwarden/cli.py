@@ -63,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--policy", "-p", type=Path, default=None,
                       help="policy file (default: the bundled example)")
 
+    hook = sub.add_parser("hook", help="be a coding agent's pre-tool hook: read its hook JSON "
+                                       "on stdin, print its decision JSON")
+    hook.add_argument("agent", choices=("claude-code", "gemini-cli", "codex"),
+                      help="whose hook format to speak")
+    hook.add_argument("--policy", "-p", default=None,
+                      help="policy file (default: $CALLWARDEN_POLICY)")
+
     from callwarden.approvals._cli import add_approvals_parser
 
     add_approvals_parser(sub)
@@ -78,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = getattr(args, "handler", None) or {
         "check": _check, "lint": _lint, "test": _test, "demo": _demo, "approvals": _approvals,
-        "init": _init,
+        "init": _init, "hook": _hook,
     }[args.command]
     try:
         return handler(args, sys.stdout)
@@ -183,6 +190,13 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
     if errors:
         return EXIT_USAGE
     return EXIT_TESTS_FAILED if failed else EXIT_OK
+
+
+def _hook(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.hooks import run_hook
+
+    # Fails closed inside: every error becomes the agent's "block" reply, never a traceback.
+    return run_hook(args.agent, args.policy, sys.stdin, out, sys.stderr)
 
 
 def _approvals(args: argparse.Namespace, out: TextIO) -> int:
