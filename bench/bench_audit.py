@@ -11,6 +11,8 @@ hides the redaction cost), prints the median of 5 runs for:
     deciding flat out pays in total, GIL included — with default redaction and with
     ``Redactor.off()``;
   - required (fail-closed) mode: check + a synchronous, confirmed write;
+  - a paced agent: the median time inside check + audit when each call is followed by a
+    200 µs tool (the writer thread works in the gap), against the same without audit;
   - the writer's own work per event: decision_event() + JsonlSink.write(), with and without
     redaction.
 """
@@ -98,6 +100,28 @@ def main() -> None:
             results[f"check + audit, caller's view ({label})"] = median(caller)
             results[f"check + audit, sustained to disk ({label})"] = median(sustained)
 
+        # An agent between two decisions waits on its tool or its model: the writer thread
+        # works in that gap. Here each call is followed by a 200 µs wait (a fast tool), and
+        # only the time inside check + auditor.decision() is counted.
+        paced_n = min(N, 2000)
+        for label, audit_on in (("no audit", False), ("audit, redaction on", True)):
+            samples = []
+            for run in range(RUNS):
+                auditor = Auditor([JsonlSink(Path(tmp) / f"paced-{audit_on}-{run}.jsonl")],
+                                  queue_size=N + 10) if audit_on else None
+                spent = []
+                for tool, args in calls[:paced_n]:
+                    t0 = time.perf_counter()
+                    decision = check(tool, args)
+                    if auditor is not None:
+                        auditor.decision(decision)
+                    spent.append(time.perf_counter() - t0)
+                    time.sleep(200e-6)
+                if auditor is not None:
+                    auditor.close()
+                samples.append(statistics.median(spent) * 1e6)
+            results[f"paced agent (200 µs tool between calls), {label}"] = median(samples)
+
         required = []
         for run in range(RUNS):
             auditor = Auditor([JsonlSink(Path(tmp) / f"req-{run}.jsonl")], required=True,
@@ -133,6 +157,11 @@ def main() -> None:
         print(f"  JSONL sink cost, sustained ({label}): {sink_cost:.2f} µs = "
               f"{sink_cost / base:.2f}x the decision; caller-side cost: "
               f"{results['check + audit, caller' + chr(39) + f's view ({label})'] - base:.2f} µs")
+    paced = (results["paced agent (200 µs tool between calls), audit, redaction on"]
+             - results["paced agent (200 µs tool between calls), no audit"])
+    print(f"  JSONL sink cost on a paced agent's call path (median): {paced:.2f} µs = "
+          f"{paced / results['paced agent (200 µs tool between calls), no audit']:.2f}x the "
+          "decision")
     print(f"  decisions per second: no audit {1e6 / base:,.0f}; audited (sustained, redaction "
           f"on) {1e6 / results['check + audit, sustained to disk (redaction on)']:,.0f}; "
           f"redaction off {1e6 / results['check + audit, sustained to disk (redaction off)']:,.0f}")

@@ -142,7 +142,7 @@ cases:
 def test_test_with_a_malformed_test_file_exits_2(capsys, tmp_path) -> None:
     cases = tmp_path / "t.yaml"
     cases.write_text("cases: []\n")
-    code, out, _ = run(capsys, "test", str(cases))
+    code, _, _ = run(capsys, "test", str(cases))
     assert code == 2
 
 

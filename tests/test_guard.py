@@ -61,7 +61,7 @@ async def test_arun_awaits_async_tools_and_calls_sync_ones(guard: Guard) -> None
 
 
 def test_denied_exception_message_is_the_message_for_the_model(guard: Guard) -> None:
-    with pytest.raises(ToolDenied, match="Deploy to staging."):
+    with pytest.raises(ToolDenied, match=r"Deploy to staging\."):
         guard.run("deploy", {"env": "prod"}, lambda **kw: None)
 
 

@@ -14,7 +14,7 @@ from callwarden import Decision, Effect, Guard, Verdict, policy
 PROVIDERS = Path(__file__).parent / "fixtures" / "providers"
 sys.path.insert(0, str(PROVIDERS))
 
-import house_rules  # noqa: E402
+import house_rules  # noqa: E402, F401  (makes the module importable by name for the loader)
 
 
 def use(target: str, *, timeout: str = "300ms", on_error: str | None = None, **extra) -> Guard:

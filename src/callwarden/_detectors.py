@@ -304,9 +304,14 @@ class DetectorSet:
         if self._anchor is not None:
             # Keywords still unseen, by anchor character: once all are seen the pass stops, so
             # text full of one keyword ("AKIAAKIA...") costs one dict lookup per occurrence.
-            pending = {c: list(v) for c, v in self._anchors.items()}
+            # Copied on the first anchor hit only: most text has none, and copying the table
+            # for every scanned string was most of the cost of scanning short values.
+            anchors = self._anchors
+            pending: dict[str, list[tuple[str, int, tuple[int, ...]]]] | None = None
             for m in self._anchor.finditer(text):
                 p = m.start()
+                if pending is None:
+                    pending = {c: list(v) for c, v in anchors.items()}
                 entries = pending.get(text[p])
                 if not entries:
                     continue

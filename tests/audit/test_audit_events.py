@@ -158,3 +158,23 @@ def test_redaction_off_keeps_values_but_still_bounds_size(guard: Guard) -> None:
                            Redactor.off(max_string=20))
     assert event["args"]["password"] == "p"
     assert event["args"]["t"].startswith("q" * 20 + "…")
+
+
+@pytest.mark.parametrize(("tool", "args", "session"), CALLS)
+def test_the_assembled_line_is_the_events_own_json(guard: Guard, tool: str,
+                                                   args: dict[str, Any], session: str) -> None:
+    """The JSONL line is built from cached parts; it must say exactly what the event says."""
+    event = decision_event(guard.check(tool, args, session=session, agent="a", context={"k": 1}))
+    line = event.line()
+    assert json.loads(line) == event
+    assert list(json.loads(line)) == list(event)
+    assert line.isascii()
+
+
+def test_events_sharing_a_verdict_part_are_independent_when_truncated(guard: Guard) -> None:
+    """Events of the same outcome share their rule parts; shrinking one leaves the other."""
+    tight = Redactor(max_bytes=600)
+    whole = decision_event(guard.check("bash", {"command": "rm -rf /"}), tight)
+    reasons = json.dumps(whole["reasons"])
+    decision_event(guard.check("bash", {"command": "rm -rf / " + "x" * 5000}), tight)
+    assert json.dumps(whole["reasons"]) == reasons

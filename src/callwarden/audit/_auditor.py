@@ -32,7 +32,7 @@ from typing import Any
 from callwarden._decision import Decision
 from callwarden.audit._events import OUTCOME_STATUSES, decision_event, outcome_event
 from callwarden.audit._redact import Redactor
-from callwarden.exceptions import CallwardenError
+from callwarden.exceptions import AuditError
 
 __all__ = ["AuditError", "Auditor"]
 
@@ -41,8 +41,6 @@ log = logging.getLogger("callwarden.audit")
 _STOP = object()
 _BATCH = 256
 
-
-from callwarden.exceptions import AuditError  # noqa: E402  (defined with the other errors)
 
 
 class _Flush:

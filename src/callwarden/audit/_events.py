@@ -75,50 +75,110 @@ def decision_event(decision: Decision, redactor: Redactor | None = None) -> Audi
     The fields are those of ``Decision.to_dict()``, flattened (the call's fields at the top
     level) and redacted. It reads the decision's fields directly rather than through
     ``to_dict()``: the redaction walk already makes the JSON-safe copy, and doing it twice
-    would double the cost of every audited call.
+    would double the cost of every audited call. The event's JSON line is assembled from
+    parts: what the deciding rules contributed (effect, rule, matched, reasons, message) is
+    redacted and encoded once per distinct outcome and reused, since a policy's rules produce
+    the same few outcomes over and over.
     """
     red = redactor or _DEFAULT
     call = decision.call
     found: list[dict[str, str]] = []
     cap = red.max_string
-    walk, text = red.walk, red.text
+    walk = red.walk
+    args = walk(call.args, "args", found, cap)
+    effective = walk(decision.args, "effective_args", found, cap) \
+        if decision.args is not call.args else _ABSENT
+    context = walk(call.context, "context", found, cap) if call.context else {}
+    verdict = _verdict_part(decision, red)
+    if verdict[2]:
+        found.extend(verdict[2])
+    event_id = new_id()
+    when = iso_time(call.timestamp)
+    agent, session, principal, framework = (_name(call.agent), _name(call.session),
+                                            _name(call.principal), _name(call.framework))
+    call_id, tool = _name(call.call_id), _name(call.tool)
+    elapsed = round(decision.elapsed * 1e6, 1)
     event = AuditEvent({
         "schema_version": SCHEMA_VERSION,
         "type": "decision",
-        "event_id": new_id(),
-        "time": iso_time(call.timestamp),
+        "event_id": event_id,
+        "time": when,
         "decision_id": decision.decision_id,
-        "call_id": _name(call.call_id),
-        "tool": _name(call.tool),
-        "args": walk(call.args, "args", found, cap),
+        "call_id": call_id,
+        "tool": tool,
+        "args": args,
     })
-    if decision.args is not call.args:
-        event["effective_args"] = walk(decision.args, "effective_args", found, cap)
-    would = decision.would_effect
-    event.update(
-        agent=_name(call.agent),
-        session=_name(call.session),
-        principal=_name(call.principal),
-        framework=_name(call.framework),
-        context=walk(call.context, "context", found, cap),
-        effect=decision.effect.value,
-        would_effect=would.value if would is not None else None,
-        mode=decision.mode.value,
-        rule=decision.rule,
-        source=decision.source,
-        matched=[{"rule": m.rule, "source": m.source, "effect": m.effect.value,
-                  "mode": m.mode.value, "code": m.code,
-                  "detail": text(m.detail, f"matched[{i}].detail", found, cap)}
-                 for i, m in enumerate(decision.matched)],
-        reasons=[{"code": r.code, "message": text(r.message, f"reasons[{i}].message", found, cap),
-                  "rule": r.rule}
-                 for i, r in enumerate(decision.reasons)],
-        message=text(decision.message, "message", found, cap),
-        policy=decision.policy,
-        elapsed_us=round(decision.elapsed * 1e6, 1),
-        redactions=found,
-    )
+    if effective is not _ABSENT:
+        event["effective_args"] = effective
+    event.update(agent=agent, session=session, principal=principal, framework=framework,
+                 context=context)
+    event.update(verdict[0])
+    event["elapsed_us"] = elapsed
+    event["redactions"] = found
+    event._line = "".join((
+        '{"schema_version":', _SCHEMA_TEXT, ',"type":"decision","event_id":', _str(event_id),
+        ',"time":"', when, '","decision_id":', _str(decision.decision_id),
+        ',"call_id":', _opt(call_id), ',"tool":', _opt(tool), ',"args":', _encode(args),
+        "" if effective is _ABSENT else ',"effective_args":' + _encode(effective),
+        ',"agent":', _opt(agent), ',"session":', _opt(session), ',"principal":',
+        _opt(principal), ',"framework":', _opt(framework), ',"context":',
+        _encode(context) if context else "{}", verdict[1], ',"elapsed_us":', repr(elapsed),
+        ',"redactions":', _encode(found) if found else "[]", "}"))
     return _bounded(event, red, decision)
+
+
+_ABSENT: Any = object()
+_SCHEMA_TEXT = str(SCHEMA_VERSION)
+_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+
+# -> (fields, their encoded JSON with a leading comma, redactions, the redactor it was made by)
+_VerdictPart = tuple[dict[str, Any], str, list[dict[str, str]], Redactor]
+_verdict_cache: dict[tuple[Any, ...], _VerdictPart] = {}
+_VERDICT_CACHE_SIZE = 2048
+
+
+def _opt(value: str | None) -> str:
+    return "null" if value is None else _str(value)
+
+
+def _verdict_part(decision: Decision, red: Redactor) -> _VerdictPart:
+    """The rule-made fields of a decision event, redacted and encoded once per distinct value.
+
+    Callers must not change what it returns: the dict values are shared between events.
+    """
+    would = decision.would_effect
+    key = (id(red), decision.effect, would, decision.mode, decision.rule, decision.source,
+           decision.matched, decision.reasons, decision.message, decision.policy)
+    hit = _verdict_cache.get(key)
+    if hit is not None and hit[3] is red:  # the id of a dead redactor can be reused
+        return hit
+    found: list[dict[str, str]] = []
+    cap = red.max_string
+    text = red.text
+    fields = {
+        "effect": decision.effect.value,
+        "would_effect": would.value if would is not None else None,
+        "mode": decision.mode.value,
+        "rule": decision.rule,
+        "source": decision.source,
+        "matched": [{"rule": m.rule, "source": m.source, "effect": m.effect.value,
+                     "mode": m.mode.value, "code": m.code,
+                     "detail": text(m.detail, f"matched[{i}].detail", found, cap)}
+                    for i, m in enumerate(decision.matched)],
+        "reasons": [{"code": r.code,
+                     "message": text(r.message, f"reasons[{i}].message", found, cap),
+                     "rule": r.rule}
+                    for i, r in enumerate(decision.reasons)],
+        "message": text(decision.message, "message", found, cap),
+        "policy": decision.policy,
+    }
+    encoded = _encode(fields)
+    part: _VerdictPart = (fields, "," + encoded[1:-1], found, red)
+    if red.callback is None:  # a callback may answer differently each time: never cached
+        if len(_verdict_cache) >= _VERDICT_CACHE_SIZE:
+            _verdict_cache.clear()
+        _verdict_cache[key] = part
+    return part
 
 
 def outcome_event(decision: Decision, status: str, duration: float, error: str | None = None,
@@ -188,7 +248,9 @@ def _bounded(event: AuditEvent, red: Redactor, decision: Decision) -> AuditEvent
         if isinstance(event.get(field), str) and len(event[field]) > small:
             event[field] = f"{event[field][:small]}…[truncated]"
     for key in ("matched", "reasons"):
-        for item in event.get(key) or ():
+        # Copies: these lists are shared with other events (see _verdict_part).
+        event[key] = [dict(item) for item in event.get(key) or ()]
+        for item in event[key]:
             for part in ("detail", "message"):
                 if isinstance(item.get(part), str) and len(item[part]) > small:
                     item[part] = f"{item[part][:small]}…[truncated]"
