@@ -78,7 +78,9 @@ class Guard:
         self._engine = compile_policy(spec, extra_policies=policies, store=store, clock=clock)
         self.source: str | None = None
         self._auditor: Any = audit
-        self._approvals: Any = approvals
+        self._approvals: Any = None
+        if approvals is not None:
+            self.approvals = approvals
 
     @classmethod
     def _from_engine(cls, engine: Engine, source: str | None = None, *,
@@ -106,10 +108,13 @@ class Guard:
                 store = engine.store = MemoryStore()
             self._approvals = Approvals.from_config(engine.extensions.get("approvals"), store,
                                                     clock=engine.clock)
+            self._approvals.auditor = self._auditor
         return self._approvals
 
     @approvals.setter
     def approvals(self, value: Any) -> None:
+        if value is not None and getattr(value, "auditor", False) is None:
+            value.auditor = self._auditor  # its transitions go to this guard's audit log
         self._approvals = value
 
     @classmethod

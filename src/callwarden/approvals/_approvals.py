@@ -39,6 +39,10 @@ __all__ = ["Approvals"]
 
 _REQUESTS = "req:"
 _BY_CALL = "call:"
+# A refused use of an approval, recorded as this audit action.
+_REFUSAL_ACTIONS = {"approval_expired": "expired", "approval_mismatch": "refused",
+                    "approval_already_used": "refused", "approval_denied": "refused",
+                    "approval_not_approved": "refused"}
 # All grants live in one record: the ask path reads them in one round trip, never a scan.
 _GRANTS = "grants"
 _ON_EXPIRY = ("deny", "ask")
@@ -58,6 +62,8 @@ class Approvals:
         clock: The wall clock (tests inject one).
         namespace: Key prefix of the records in the store.
         retention: Seconds a record stays in the store after it expired, for review.
+        auditor: A ``callwarden.audit.Auditor`` recording every transition as an ``approval``
+            event (a guard's ``approvals`` use the guard's auditor).
     """
 
     def __init__(
@@ -70,6 +76,7 @@ class Approvals:
         clock: Callable[[], float] = time.time,
         namespace: str = "approvals:",
         retention: float = 7 * 86400,
+        auditor: Any = None,
     ) -> None:
         if not isinstance(ttl, int | float) or isinstance(ttl, bool) or not ttl > 0:
             raise ValueError(f"ttl must be a number of seconds > 0, got {ttl!r}")
@@ -80,6 +87,8 @@ class Approvals:
         self.approvers = allowlist(approvers)
         self.on_expiry = on_expiry
         self.clock = clock
+        # Where transitions are recorded (``approval`` audit events); a guard sets its own.
+        self.auditor: Any = auditor
         self.namespace = namespace
         self.retention = retention
 
@@ -269,6 +278,12 @@ class Approvals:
     def _scan(self, kind: str) -> Step:
         return Step(self.store.scan, self.store.ascan, (self.namespace + kind,))
 
+    def _emit(self, action: str, record: ApprovalRequest | Grant, decision_id: str | None = None,
+              detail: str | None = None) -> None:
+        """Records a transition in the audit log (``AuditError`` only when audit is required)."""
+        if self.auditor is not None:
+            self.auditor.approval(action, record, decision_id=decision_id, detail=detail)
+
     # -- request flows ------------------------------------------------------------------
 
     def _request(self, decision: Decision) -> Flow[ApprovalRequest]:
@@ -309,6 +324,7 @@ class Approvals:
             created = yield self._cas(self._key(_REQUESTS, request.id), None,
                                       request.to_dict(), request.expires)
             if created:  # else an id collision: draw another
+                self._emit("requested", request, decision.decision_id)
                 return request
 
     def _load(self, request_id: str) -> Flow[tuple[ApprovalRequest, StoredValue]]:
@@ -362,6 +378,7 @@ class Approvals:
             updated = replace(request, status=status, resolved_by=by,
                               resolved_at=self.clock(), comment=comment, edited_args=edited)
             if (yield self._cas(found.key, found.version, updated.to_dict(), request.expires)):
+                self._emit(status.value, updated)
                 return updated
 
     def _cancel(self, request_id: str) -> Flow[ApprovalRequest]:
@@ -371,15 +388,22 @@ class Approvals:
                 raise _not_pending(request)
             updated = replace(request, status=Status.CANCELLED, resolved_at=self.clock())
             if (yield self._cas(found.key, found.version, updated.to_dict(), request.expires)):
+                self._emit("cancelled", updated)
                 return updated
 
     def _consume(self, request_id: str, decision: Decision) -> Flow[ApprovalRequest]:
         while True:
             request, found = yield from self._load(request_id)
-            _check_usable(request)
-            _check_same_call(request, decision)
+            try:
+                _check_usable(request)
+                _check_same_call(request, decision)
+            except ApprovalInvalid as e:
+                if e.code in _REFUSAL_ACTIONS:
+                    self._emit(_REFUSAL_ACTIONS[e.code], request, decision.decision_id, e.message)
+                raise
             updated = replace(request, status=Status.CONSUMED, consumed_at=self.clock())
             if (yield self._cas(found.key, found.version, updated.to_dict(), request.expires)):
+                self._emit("consumed", updated, decision.decision_id)
                 return updated
             # Someone else changed it first: read again, and refuse with its new status.
 
@@ -428,6 +452,7 @@ class Approvals:
             request_id=request_id,
         )
         yield from self._update_grants(lambda grants: {**grants, grant.id: grant})
+        self._emit("grant_created", grant)
         return grant
 
     def _load_grants(self) -> Flow[tuple[dict[str, Grant], StoredValue | None]]:
@@ -482,6 +507,7 @@ class Approvals:
                                                 revoked_at=now)}
 
         grants = yield from self._update_grants(revoke)
+        self._emit("grant_revoked", grants[grant_id])
         return grants[grant_id]
 
 

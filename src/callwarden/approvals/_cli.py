@@ -78,6 +78,8 @@ def run_approvals(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_REFUSED
     finally:
         approvals.store.close()
+        if approvals.auditor is not None:
+            approvals.auditor.close()  # flushes: the transition is on record before we exit
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -95,7 +97,23 @@ def _open(args: argparse.Namespace) -> Any:
     if url.startswith("sqlite:///"):
         path = Path(url[len("sqlite:///"):].partition("?")[0])
         path.parent.mkdir(parents=True, exist_ok=True)
-    return Approvals.from_config(section, open_store(url))
+    approvals = Approvals.from_config(section, open_store(url))
+    if args.policy and not args.state:
+        approvals.auditor = _policy_auditor(args.policy)
+    return approvals
+
+
+def _policy_auditor(path: Path) -> Any:
+    """The policy's own audit sinks, so a transition made here lands in the same log."""
+    import yaml
+
+    from callwarden.audit import Auditor
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    section = data.get("audit") if isinstance(data, Mapping) else None
+    if section is None:
+        return None
+    return Auditor.from_config(section, base_dir=path.parent)
 
 
 def _list(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:

@@ -31,6 +31,7 @@ from callwarden.approvals._approvers import (
 from callwarden.approvals._errors import ApprovalError, ApprovalInvalid, ApprovalPending
 from callwarden.approvals._records import ApprovalRequest, Grant, Status, decision_digest
 from callwarden.approvals._steps import Flow, Step, adrive, drive
+from callwarden.exceptions import AuditError
 from callwarden.state._base import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -84,6 +85,8 @@ def _resolve(guard: Guard, approvals: Approvals, decision: Decision, approver: A
     except StoreUnavailable as e:
         return _denied(decision, "approval_store_unavailable",
                        f"the approvals store is unavailable ({e}); failing closed")
+    except AuditError as e:  # audit is required and the transition could not be recorded
+        return _denied(decision, "audit_failed", f"{e}; failing closed")
 
 
 def _decide(guard: Guard, approvals: Approvals, decision: Decision, approver: Approver | None,

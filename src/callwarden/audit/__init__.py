@@ -14,7 +14,7 @@ Event fields (``schema_version`` 1; the JSON Schema ships as
 
 =================  ==========================================================================
 schema_version     always 1 for this layout
-type               ``decision`` or ``outcome``
+type               ``decision``, ``outcome`` or ``approval``
 event_id           unique id of the event
 time               ISO 8601 UTC with microseconds (decision: when the call was made)
 decision_id        id of the decision (an outcome names the decision it follows)
@@ -43,6 +43,13 @@ duration_ms        outcome: how long the tool ran
 error              outcome: the error text (redacted), else null
 =================  ==========================================================================
 
+An ``approval`` event records one transition of an approval request or a remembered grant:
+``action`` (requested, approved, denied, cancelled, expired, refused, consumed,
+grant_created, grant_revoked), ``request_id`` / ``grant_id``, ``decision_id`` (the decision
+that asked, or the one that ran on the approval), tool, agent, session, principal, ``status``,
+``by`` (the reviewer or granter), ``comment`` and ``edited_args`` (redacted), rule, policy,
+``scope`` (grants), ``expires`` and ``detail`` (why a use was refused).
+
 Replay (``callwarden replay``) re-decides the *recorded*, therefore redacted, arguments.
 """
 
@@ -55,9 +62,11 @@ from typing import TYPE_CHECKING, Any
 
 from callwarden.audit._auditor import AuditError, Auditor
 from callwarden.audit._events import (
+    APPROVAL_ACTIONS,
     OUTCOME_STATUSES,
     SCHEMA_VERSION,
     AuditEvent,
+    approval_event,
     decision_event,
     outcome_event,
 )
@@ -79,6 +88,7 @@ if TYPE_CHECKING:
     from callwarden.audit._otel import OTelSink
 
 __all__ = [
+    "APPROVAL_ACTIONS",
     "DEFAULT_SENSITIVE_KEYS",
     "OUTCOME_STATUSES",
     "SCHEMA_VERSION",
@@ -96,6 +106,7 @@ __all__ = [
     "SQLiteSink",
     "Sink",
     "StdoutSink",
+    "approval_event",
     "decision_event",
     "expand_rotated",
     "explain_event",

@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from callwarden._decision import Decision
-from callwarden.audit._events import OUTCOME_STATUSES, decision_event, outcome_event
+from callwarden.audit._events import (
+    OUTCOME_STATUSES,
+    approval_event,
+    decision_event,
+    outcome_event,
+)
 from callwarden.audit._redact import Redactor
 from callwarden.exceptions import AuditError
 
@@ -197,8 +202,26 @@ class Auditor:
         else:
             self._enqueue(item)
 
-    def _build(self, item: tuple[Decision, Any]) -> dict[str, Any]:
+    def approval(self, action: str, record: Any, *, decision_id: str | None = None,
+                 detail: str | None = None) -> None:
+        """Records a transition of an approval request or grant (see ``approval_event``).
+
+        Raises:
+            ValueError: for an unknown action.
+            AuditError: only when ``required``.
+        """
+        # Built here, not on the writer: transitions are rare, and the record is final now.
+        event = approval_event(action, record, self.redactor, decision_id=decision_id,
+                               detail=detail)
+        if self.required:
+            self._write_now((None, event))
+        else:
+            self._enqueue((None, event))
+
+    def _build(self, item: tuple[Decision | None, Any]) -> dict[str, Any]:
         decision, extra = item
+        if decision is None:  # built already
+            return extra  # type: ignore[no-any-return]
         if extra is None:
             return decision_event(decision, self.redactor)
         status, duration, error, at = extra

@@ -18,11 +18,14 @@ from callwarden._decision import Decision
 from callwarden.audit._redact import Redactor
 
 __all__ = [
-    "OUTCOME_STATUSES", "SCHEMA_VERSION", "AuditEvent", "decision_event", "iso_time", "outcome_event",
+    "APPROVAL_ACTIONS", "OUTCOME_STATUSES", "SCHEMA_VERSION", "AuditEvent", "approval_event",
+    "decision_event", "iso_time", "outcome_event",
 ]
 
 SCHEMA_VERSION = 1
 OUTCOME_STATUSES = ("ok", "error", "output_blocked", "output_modified")
+APPROVAL_ACTIONS = ("requested", "approved", "denied", "cancelled", "expired", "refused",
+                    "consumed", "grant_created", "grant_revoked")
 
 _DEFAULT = Redactor()
 _PAYLOADS = ("context", "effective_args", "args")  # shed in this order when an event is too big
@@ -129,7 +132,7 @@ def decision_event(decision: Decision, redactor: Redactor | None = None) -> Audi
 
 _ABSENT: Any = object()
 _SCHEMA_TEXT = str(SCHEMA_VERSION)
-_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_str = json.encoder.encode_basestring_ascii
 
 # -> (fields, their encoded JSON with a leading comma, redactions, the redactor it was made by)
 _VerdictPart = tuple[dict[str, Any], str, list[dict[str, str]], Redactor]
@@ -223,6 +226,61 @@ def outcome_event(decision: Decision, status: str, duration: float, error: str |
         "redactions": found,
     })
     return _bounded(event, red, decision)
+
+
+def approval_event(action: str, record: Any, redactor: Redactor | None = None, *,
+                   decision_id: str | None = None, detail: str | None = None,
+                   at: float | None = None) -> AuditEvent:
+    """Builds an ``approval`` event: one transition of an approval request or a grant.
+
+    Args:
+        action: one of ``APPROVAL_ACTIONS`` (``requested``, ``approved``, ``consumed`` ...).
+        record: the ``ApprovalRequest`` or ``Grant`` after the transition.
+        redactor: the redactor (comments and edited arguments are redacted like arguments).
+        decision_id: the decision that asked (``requested``) or ran on it (``consumed``).
+        detail: why a use was refused (``expired``, ``refused``).
+        at: when it happened (default: now).
+
+    Raises:
+        ValueError: for an unknown action.
+    """
+    if action not in APPROVAL_ACTIONS:
+        raise ValueError(f"action must be one of {', '.join(APPROVAL_ACTIONS)}, not {action!r}")
+    red = redactor or _DEFAULT
+    found: list[dict[str, str]] = []
+    cap = red.max_string
+    grant = action.startswith("grant_")
+    comment = getattr(record, "comment", None)
+    edited = getattr(record, "edited_args", None)
+    event = AuditEvent({
+        "schema_version": SCHEMA_VERSION,
+        "type": "approval",
+        "event_id": new_id(),
+        "time": iso_time(_time.time() if at is None else at),
+        "action": action,
+        "request_id": getattr(record, "request_id", None) if grant else record.id,
+        "grant_id": record.id if grant else None,
+        "decision_id": decision_id or (None if grant else record.decision_id),
+        "tool": _name(record.tool),
+        "agent": _name(record.agent),
+        "session": _name(record.session),
+        "principal": _name(getattr(record, "principal", None)),
+        "status": record.status.value,
+        "by": _name(record.by if grant else record.resolved_by),
+        "comment": None if comment is None else red.text(comment, "comment", found, cap),
+        "edited_args": None if edited is None else red.walk(edited, "edited_args", found, cap),
+        "rule": getattr(record, "rule", None),
+        "policy": getattr(record, "policy", None),
+        "scope": record.scope.value if grant else None,
+        "expires": iso_time(record.expires),
+        "detail": None if detail is None else red.text(detail, "detail", found, cap),
+        "redactions": found,
+    })
+    if len(event.line()) > red.max_bytes:
+        event["edited_args"] = {} if edited is not None else None
+        event["truncated"] = ["edited_args"]
+        event.changed()
+    return event
 
 
 def _size(event: AuditEvent) -> int:
