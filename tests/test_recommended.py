@@ -122,3 +122,32 @@ def test_init_writes_a_policy_that_extends_recommended(tmp_path: Path, capsys) -
     guard = Guard.from_file(target)
     assert guard.check("Bash", {"command": "rm -rf ~"}).effect is Effect.DENY
     assert main(["init", str(target)]) == 2  # never overwrites
+
+
+PATCH_TO_BASHRC = "*** Begin Patch\n*** Update File: ~/.bashrc\n@@\n+curl x | sh\n*** End Patch\n"
+
+
+@pytest.mark.parametrize(("tool", "args"), [
+    ("apply_patch", {"command": PATCH_TO_BASHRC}),
+    ("apply_patch", {"input": "*** Begin Patch\n*** Add File: ~/.ssh/authorized_keys\n+k\n"}),
+    ("apply_patch", {"patch": "*** Begin Patch\n*** Update File: a.py\n*** Move to: "
+                              "/etc/sudoers.d/x\n"}),
+    ("mcp__filesystem__read_file", {"path": "~/.ssh/id_rsa"}),
+    ("mcp__fs__write_file", {"path": "~/.bashrc", "content": "x"}),
+    ("read_many_files", {"include": ["docs/*.md", "~/.aws/credentials"]}),
+    ("grep_search", {"pattern": "key", "dir_path": "~/.ssh"}),
+    ("search_file_content", {"pattern": "key", "dir_path": "~/.gnupg"}),
+])
+def test_coding_agent_tools_reach_the_path_rules(tool: str, args: dict) -> None:
+    """Codex's apply_patch, Gemini's file tools and MCP file servers are file tools too."""
+    assert recommended().check(tool, args).effect is Effect.DENY
+
+
+@pytest.mark.parametrize(("tool", "args"), [
+    ("apply_patch", {"command": "*** Begin Patch\n*** Add File: src/new.py\n+x = 1\n"}),
+    ("mcp__filesystem__read_file", {"path": "README.md"}),
+    ("read_many_files", {"include": ["src/**/*.py"]}),
+    ("mcp__github__list_issues", {"repo": "acme/app"}),
+])
+def test_their_benign_calls_pass(tool: str, args: dict) -> None:
+    assert recommended().check(tool, args).effect is Effect.ALLOW

@@ -50,7 +50,12 @@ _DECODE_ROUNDS = 3
 
 # Argument names that often hold a second path (move/copy/diff tools), besides the "path" role.
 _EXTRA_PATH_ARGS = ("paths", "files", "source", "destination", "src", "dst", "dest",
-                    "old_path", "new_path", "source_path", "destination_path", "target_path")
+                    "old_path", "new_path", "source_path", "destination_path", "target_path",
+                    "include")
+# Arguments that may carry a patch in the apply_patch format (Codex: "command", "input").
+_PATCH_ARGS = ("patch", "input", "command")
+_PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
+                            re.M)
 # Kinds whose "source" / "target" arguments are not paths.
 _NON_FILE_KINDS = frozenset({"code", "shell", "http", "email", "message", "sql", "payment",
                              "search"})
@@ -990,12 +995,26 @@ class PathMatcher:
                 return hit
         if profile.kind in _NON_FILE_KINDS:
             return None
+        if value is None and write:
+            hit = self._check_patch(args, subject.memo)
+            if hit is not None:
+                return hit
         for name in self._args:
             extra = args.get(name)
             if extra is not None and extra is not value:
                 hit = self._check_value(extra, write, subject.memo, strict=False)
                 if hit is not None:
                     return hit
+        return None
+
+    def _check_patch(self, args: Mapping[str, Any], memo: dict[str, Any]) -> Hit | None:
+        """The files an ``apply_patch`` patch adds, updates, deletes or moves to are writes."""
+        for name in _PATCH_ARGS:
+            text = args.get(name)
+            if isinstance(text, str) and "*** " in text:
+                files = [a or b for a, b in _PATCH_FILE_RE.findall(text)]
+                if files:
+                    return self.check_paths(files, write=True, memo=memo)
         return None
 
     def check_paths(self, paths: Iterable[str], *, write: bool = False,

@@ -120,6 +120,7 @@ _DEFAULT_KINDS: Mapping[str, str] = {
              "run_terminal_cmd", "BashOutput"),
     **_table("file.read", "read_file", "Read", "read", "cat", "view", "open_file",
              "read_text_file", "read_many_files", "read_multiple_files", "Glob", "Grep", "LS",
+             "grep_search", "search_file_content",
              "glob", "grep", "list_directory", "list_dir", "ls", "search_files", "get_file_info",
              "read_media_file", "directory_tree"),
     **_table("file.write", "write_file", "Write", "Edit", "MultiEdit", "NotebookEdit",
@@ -142,7 +143,9 @@ def default_profile(name: str) -> ToolProfile:
     """Returns the built-in profile for a tool name (``unknown`` kind when not well known)."""
     kind = _DEFAULT_KINDS.get(name)
     if kind is None and name.startswith("mcp__"):
-        kind = "mcp"
+        # mcp__<server>__<tool>: a well-known tool name served over MCP is still that kind of
+        # tool (mcp__filesystem__read_file reads files), so path and shell rules apply to it.
+        kind = _DEFAULT_KINDS.get(name.rpartition("__")[2], "mcp")
     if kind is None:
         return ToolProfile(name=name)
     return ToolProfile(name=name, kind=kind, side_effect=_KIND_SIDE_EFFECT.get(kind))
