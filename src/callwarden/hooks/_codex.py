@@ -1,0 +1,127 @@
+"""``callwarden hook codex``: the policy as a Codex ``PreToolUse`` hook.
+
+Codex runs the hook with one JSON object on stdin (openai/codex
+codex-rs/hooks/schema/generated/pre-tool-use.command.input.schema.json): ``tool_name``
+(``Bash`` for every shell-like tool, ``apply_patch`` with the patch in ``tool_input.command``,
+``mcp__server__tool`` for MCP tools), ``tool_input``, ``tool_use_id``, ``session_id``,
+``turn_id``, ``cwd``, ``model``, ``permission_mode``. It parses the reply in
+codex-rs/hooks/src/engine/output_parser.rs (``parse_pre_tool_use``), where several fields are
+"unsupported" and make the hook *fail open*: the tool runs. So:
+
+* allow — no output: ``permissionDecision: "allow"`` without ``updatedInput`` is rejected.
+* modify — denied with a message naming the rewritten call: Codex releases before 0.12x reject
+  ``updatedInput`` and then run the *original* call. Set ``CALLWARDEN_CODEX_UPDATED_INPUT=1`` on
+  a Codex that applies ``permissionDecision: "allow"`` + ``updatedInput`` to rewrite natively.
+* deny — ``hookSpecificOutput.permissionDecision: "deny"`` with a non-empty
+  ``permissionDecisionReason`` (an empty reason is rejected, i.e. fails open).
+* ask — ``permissionDecision: "ask"`` is unsupported (fails open): denied with a message that
+  a person's approval is needed.
+* halt — ``continue: false`` and ``stopReason`` are unsupported (fail open): denied, with the
+  reason telling the model to stop and a ``systemMessage`` for the user.
+* any error — exit code 2 with the reason on stderr (Codex blocks only if stderr is non-empty).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from callwarden._call import thaw
+from callwarden._decision import Decision, Effect
+from callwarden.adapters._core import describe_refusal
+from callwarden.hooks._base import HookCall, HookReply, register_dialect
+from callwarden.hooks._gemini_cli import cannot_rewrite, needs_approval
+
+__all__ = ["Codex"]
+
+# Events of codex-rs/hooks (schema/generated/*.command.input.schema.json) that are not a call.
+_PASS_EVENTS = frozenset({
+    "SessionStart", "UserPromptSubmit", "Stop", "StopFailure", "PostToolUse",
+    "PostToolUseFailure", "PermissionRequest", "PreCompact", "PostCompact", "SubagentStart",
+    "SubagentStop",
+})
+UPDATED_INPUT_ENV = "CALLWARDEN_CODEX_UPDATED_INPUT"
+_CONTEXT_KEYS = ("turn_id", "model", "permission_mode", "agent_type", "transcript_path")
+
+
+class Codex:
+    """Codex's ``PreToolUse`` hook format."""
+
+    name = "codex"
+
+    def parse(self, payload: Mapping[str, Any]) -> HookCall | None:
+        """The call in a ``PreToolUse`` payload; None for Codex's other events.
+
+        Raises:
+            ValueError: an unknown event, or a ``PreToolUse`` payload without a tool name or
+                with ``tool_input`` that is not an object.
+        """
+        event = payload.get("hook_event_name")
+        if event in _PASS_EVENTS:
+            return None
+        if event != "PreToolUse":
+            raise ValueError(f"unknown Codex hook event {event!r}; configure "
+                             "'callwarden hook codex' under hooks.PreToolUse")
+        tool = payload.get("tool_name")
+        if not isinstance(tool, str) or not tool:
+            raise ValueError("PreToolUse payload without a 'tool_name' string")
+        args = payload.get("tool_input")
+        if not isinstance(args, Mapping):
+            raise ValueError(f"PreToolUse 'tool_input' must be an object, got "
+                             f"{'nothing' if args is None else type(args).__name__}")
+        context: dict[str, Any] = {"hook_event": event}
+        for key in _CONTEXT_KEYS:
+            value = payload.get(key)
+            if isinstance(value, str) and value:
+                context[key] = value
+        return HookCall(tool=tool, args=args, session=_text(payload.get("session_id")),
+                        cwd=_text(payload.get("cwd")), call_id=_text(payload.get("tool_use_id")),
+                        agent=_text(payload.get("agent_id")), context=context)
+
+    def render(self, decision: Decision, call: HookCall) -> HookReply:
+        """Codex's reply for a decision (see the module docstring)."""
+        effect = decision.effect
+        if effect is Effect.ALLOW:
+            return HookReply()
+        if effect is Effect.MODIFY:
+            args = thaw(decision.args)
+            if args == call.args:
+                return HookReply()
+            if os.environ.get(UPDATED_INPUT_ENV, "").lower() in ("1", "true", "yes"):
+                return _json({"hookSpecificOutput": {
+                    "hookEventName": "PreToolUse", "permissionDecision": "allow",
+                    "updatedInput": args}})
+            return _deny(cannot_rewrite(decision, args, "this Codex hook cannot rewrite a call"))
+        reason = describe_refusal(decision).strip() or "blocked by policy"
+        if effect is Effect.ASK:
+            return _deny(needs_approval(reason, "Codex"), system=f"callwarden: {reason}")
+        if effect is Effect.HALT:
+            return _deny(f"{reason} The policy halted this run: stop working on the task and "
+                         "report to the user.", system=f"callwarden halted the run: {reason}")
+        return _deny(reason)
+
+    def fail(self, reason: str) -> HookReply:
+        """Exit code 2 with the reason on stderr: Codex blocks the call and tells the model."""
+        return HookReply(stderr=reason.strip() or "callwarden: blocked", exit_code=2)
+
+
+def _deny(reason: str, *, system: str | None = None) -> HookReply:
+    reply: dict[str, Any] = {"hookSpecificOutput": {
+        "hookEventName": "PreToolUse", "permissionDecision": "deny",
+        "permissionDecisionReason": reason}}
+    if system:
+        reply["systemMessage"] = system
+    return _json(reply)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _json(obj: Mapping[str, Any]) -> HookReply:
+    return HookReply(stdout=json.dumps(obj, ensure_ascii=False, default=str))
+
+
+CODEX = register_dialect(Codex())

@@ -1,0 +1,150 @@
+"""``callwarden hook gemini-cli``: the policy as a Gemini CLI ``BeforeTool`` hook.
+
+Gemini CLI runs the hook with one JSON object on stdin and reads one JSON object from stdout
+(google-gemini/gemini-cli docs/hooks/reference.md, packages/core/src/hooks/types.ts). The
+``BeforeTool`` input carries ``tool_name``, ``tool_input``, ``session_id``, ``cwd``,
+``hook_event_name`` and, for MCP tools, ``mcp_context`` (``server_name``, ``tool_name``).
+
+How each effect is answered:
+
+* allow — ``{}``: no opinion, so Gemini CLI's own confirmation rules still apply (``"allow"``
+  could auto-approve a call its policy engine would have asked about).
+* modify — ``hookSpecificOutput.tool_input`` with the changed keys; Gemini *merges* it into the
+  model's arguments (packages/core/src/core/coreToolHookTriggers.ts, ``Object.assign``). A
+  rewrite that *removes* an argument cannot be expressed as a merge, so it is denied with a
+  message naming the rewritten call.
+* deny — ``{"decision": "deny", "reason": ...}``: the reason goes to the model as the tool error.
+* ask — denied with a message that a person's approval is needed. ``decision: "ask"`` exists in
+  the code (PR #21146) but not in the hooks reference, and a CLI without it treats an unknown
+  decision as "not blocking" and runs the tool; set ``CALLWARDEN_GEMINI_NATIVE_ASK=1`` to send
+  it on a Gemini CLI that has it (the user then confirms in Gemini's own prompt).
+* halt — ``{"continue": false, "stopReason": ...}`` stops the agent loop; ``decision: "deny"``
+  rides along so that the call is blocked even where ``continue`` were ignored.
+* any error — exit code 2 with the reason on stderr, Gemini's documented "block" reply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from callwarden._call import thaw
+from callwarden._decision import Decision, Effect
+from callwarden.adapters._core import describe_refusal
+from callwarden.hooks._base import HookCall, HookReply, register_dialect
+
+__all__ = ["GeminiCli"]
+
+# Every event in packages/core/src/hooks/types.ts (HookEventName); only BeforeTool is a call.
+_PASS_EVENTS = frozenset({
+    "AfterTool", "BeforeAgent", "Notification", "AfterAgent", "SessionStart", "SessionEnd",
+    "PreCompress", "BeforeModel", "AfterModel", "BeforeToolSelection",
+})
+NATIVE_ASK_ENV = "CALLWARDEN_GEMINI_NATIVE_ASK"
+# The rewritten call shown to the model is capped: it goes into the model's context.
+_MAX_SHOWN = 4000
+
+
+class GeminiCli:
+    """Gemini CLI's ``BeforeTool`` hook format."""
+
+    name = "gemini-cli"
+
+    def parse(self, payload: Mapping[str, Any]) -> HookCall | None:
+        """The call in a ``BeforeTool`` payload; None for Gemini's other events.
+
+        Raises:
+            ValueError: an unknown event, or a ``BeforeTool`` payload without a tool name or
+                with ``tool_input`` that is not an object.
+        """
+        event = payload.get("hook_event_name")
+        if event in _PASS_EVENTS:
+            return None
+        if event != "BeforeTool":
+            raise ValueError(f"unknown Gemini CLI hook event {event!r}; configure "
+                             "'callwarden hook gemini-cli' under hooks.BeforeTool")
+        tool = payload.get("tool_name")
+        if not isinstance(tool, str) or not tool:
+            raise ValueError("BeforeTool payload without a 'tool_name' string")
+        args = payload.get("tool_input")
+        if not isinstance(args, Mapping):
+            raise ValueError(f"BeforeTool 'tool_input' must be an object, got "
+                             f"{'nothing' if args is None else type(args).__name__}")
+        context: dict[str, Any] = {"hook_event": event}
+        mcp = payload.get("mcp_context")
+        if isinstance(mcp, Mapping):
+            server, name = mcp.get("server_name"), mcp.get("tool_name")
+            if isinstance(server, str) and server and isinstance(name, str) and name:
+                # Gemini's own MCP names changed across versions (server__tool, mcp_server_tool);
+                # mcp_context is authoritative, so policies can say mcp__github__* everywhere.
+                context["agent_tool_name"] = tool
+                context["mcp_server"] = server
+                tool = f"mcp__{server}__{name}"
+        return HookCall(tool=tool, args=args, session=_text(payload.get("session_id")),
+                        cwd=_text(payload.get("cwd")), context=context)
+
+    def render(self, decision: Decision, call: HookCall) -> HookReply:
+        """Gemini CLI's reply for a decision (see the module docstring)."""
+        effect = decision.effect
+        if effect is Effect.ALLOW:
+            return _json({})
+        if effect is Effect.MODIFY:
+            return self._modify(decision, call)
+        reason = describe_refusal(decision).strip() or "blocked by policy"
+        if effect is Effect.HALT:
+            return _json({"continue": False, "stopReason": reason, "decision": "deny",
+                          "reason": reason})
+        if effect is Effect.ASK:
+            if os.environ.get(NATIVE_ASK_ENV, "").lower() in ("1", "true", "yes"):
+                return _json({"decision": "ask", "reason": reason, "systemMessage": reason})
+            return _json({"decision": "deny", "reason": needs_approval(reason, "Gemini CLI")})
+        return _json({"decision": "deny", "reason": reason})
+
+    def fail(self, reason: str) -> HookReply:
+        """Exit code 2 with the reason on stderr: Gemini blocks the call and tells the model."""
+        return HookReply(stderr=reason or "callwarden: blocked", exit_code=2)
+
+    def _modify(self, decision: Decision, call: HookCall) -> HookReply:
+        new = thaw(decision.args)
+        old = call.args if isinstance(call.args, Mapping) else {}
+        if any(key not in new for key in old):
+            return _json({"decision": "deny",
+                          "reason": cannot_rewrite(decision, new, "a Gemini CLI hook can "
+                                                   "change or add arguments but not remove "
+                                                   "them")})
+        changed = {k: v for k, v in new.items() if k not in old or old[k] != v}
+        if not changed:
+            return _json({})
+        return _json({"hookSpecificOutput": {"hookEventName": "BeforeTool",
+                                             "tool_input": changed}})
+
+
+def needs_approval(reason: str, agent: str) -> str:
+    """The model's text for an ``ask`` the agent's hook cannot put to a person."""
+    return (f"{reason} This call needs a person's approval, which the {agent} hook cannot "
+            "ask for. Do not retry it: tell the user what you want to run and why, so they "
+            "can run it themselves or approve it in the policy.")
+
+
+def cannot_rewrite(decision: Decision, args: Mapping[str, Any], why: str) -> str:
+    """The model's text for a rewrite the agent's hook cannot apply."""
+    shown = json.dumps(args, ensure_ascii=False, default=str, sort_keys=True)
+    if len(shown) > _MAX_SHOWN:
+        shown = shown[:_MAX_SHOWN] + " ... (truncated)"
+    note = f" ({decision.message})" if decision.message else ""
+    return (f"The policy allows '{decision.call.tool}' only with rewritten arguments{note}, "
+            f"and {why}. Call '{decision.call.tool}' again with these arguments instead: "
+            f"{shown}")
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _json(obj: Mapping[str, Any]) -> HookReply:
+    return HookReply(stdout=json.dumps(obj, ensure_ascii=False, default=str))
+
+
+GEMINI_CLI = register_dialect(GeminiCli())
