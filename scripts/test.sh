@@ -26,4 +26,23 @@ fi
   | grep -v -E "^(WARNING: Location|  WARNING: Location)" || true
 .venv/bin/python -c "import callwarden" # fail early when the install failed
 
-exec .venv/bin/python -m pytest "$@"
+if [ $# -gt 0 ]; then
+  exec .venv/bin/python -m pytest "$@"
+fi
+
+status=0
+.venv/bin/python -m pytest || status=$?
+
+# Environments for tests whose packages conflict with the main one's (see tests/conftest.py):
+# autogen-ext's MCP client needs mcp<2, the rest of the suite runs with mcp 2.
+env_dir=.venv-autogen-mcp
+if [ ! -x "$env_dir/bin/python" ]; then
+  "$PYTHON" -m venv "$env_dir"
+fi
+"$env_dir/bin/python" -m pip install -q --disable-pip-version-check -e . "pytest>=8" \
+  "pytest-asyncio>=0.23" "autogen-agentchat>=0.7,<0.8" "autogen-ext[mcp]>=0.7,<0.8" "mcp<2" 2>&1 \
+  | grep -v -E "^(WARNING: Location|  WARNING: Location)" || true
+echo "== environment autogen-mcp (mcp<2) =="
+CALLWARDEN_TEST_ENV=autogen-mcp "$env_dir/bin/python" -m pytest tests/envs/autogen_mcp \
+  || status=$?
+exit $status

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,3 +11,10 @@ FIXTURES = Path(__file__).parent / "fixtures"
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+# tests/envs/<name> need packages that conflict with the main environment's (e.g. mcp<2 for
+# autogen-ext's MCP client): scripts/test.sh runs each in its own virtualenv, with
+# CALLWARDEN_TEST_ENV=<name>; the main run leaves them to it.
+_ENV = os.environ.get("CALLWARDEN_TEST_ENV")
+collect_ignore_glob = [f"envs/{name}" for name in ("autogen_mcp",) if name != (_ENV or "").replace("-", "_")]
