@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from _readme import ReadmeSection
+
 from callwarden.hooks import run_hook
 
 CLI = Path(sys.executable).with_name("callwarden")
@@ -81,7 +83,7 @@ def run_inprocess(dialect: str, stdin: str, policy: Path | None) -> Result:
     return Result(out.getvalue(), err.getvalue(), code)
 
 
-README = Path(__file__).parents[2] / "notes" / "readme" / "coding_agents.md"
+README = ReadmeSection("Gemini CLI and Codex hooks")
 
 
 def documented_command(heading: str) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from _autogen_support import (
     model,
     results_seen,
 )
+from _readme import ReadmeSection
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.messages import ToolCallExecutionEvent
@@ -29,7 +29,7 @@ from autogen_core.tools import StaticStreamWorkbench, StaticWorkbench, TextResul
 from callwarden import Approve, Deny, Guard
 from callwarden.adapters.autogen import CallwardenHaltTermination, GuardedWorkbench
 
-README = Path(__file__).resolve().parents[2] / "notes" / "readme" / "autogen.md"
+README = ReadmeSection("AutoGen")
 TIMEOUT = 10  # a hang fails the test instead of blocking the suite
 
 ONE_TURN = asks(call("c1", "read_file", path="notes.txt"),

@@ -17,11 +17,11 @@ import inspect
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol, runtime_checkable
 
 import pytest
+from _readme import ReadmeSection
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
@@ -36,7 +36,7 @@ from pydantic import Field
 from callwarden import Guard
 from callwarden.adapters.deerflow import GuardrailDecision, Provider
 
-README = Path(__file__).parents[2] / "notes" / "readme" / "deerflow.md"
+README = ReadmeSection("DeerFlow")
 
 POLICY = {
     "version": 1,

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from _langchain_support import POLICY, SECRET, ScriptedChatModel, Tools, final, turn
+from _readme import ReadmeSection
 from langchain.agents import create_agent
 from langchain.agents.middleware import ToolErrorMiddleware, ToolRetryMiddleware
 from langchain_core.messages import AIMessage
@@ -357,7 +358,7 @@ async def test_async_output_rules_redact_what_the_model_sees() -> None:
 
 # -- the README section ------------------------------------------------------------------------
 
-README = Path(__file__).parents[2] / "notes" / "readme" / "langchain.md"
+README = ReadmeSection("LangChain / LangGraph")
 
 
 def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

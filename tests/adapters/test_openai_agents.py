@@ -23,6 +23,7 @@ from _openai_agents_support import (
     scripted,
     sent_arguments,
 )
+from _readme import ReadmeSection
 from agents import (
     Agent,
     FunctionTool,
@@ -40,7 +41,7 @@ from callwarden import Effect, Guard
 from callwarden.adapters.openai_agents import FRAMEWORK, ToolGate, guard_agent, guard_tools
 from callwarden.approvals import Status
 
-README = Path(__file__).parents[2] / "notes" / "readme" / "openai_agents.md"
+README = ReadmeSection("OpenAI Agents SDK")
 MAIN_README = Path(__file__).parents[2] / "README.md"
 TIMEOUT = 20  # a hang fails the test instead of blocking the suite
 
