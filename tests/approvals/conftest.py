@@ -42,7 +42,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         instance = SQLiteStore(tmp_path / "state.db")
     else:
         server: RedisServer = request.getfixturevalue("redis_server")
-        instance = RedisStore(server.url, prefix=unique_prefix())
+        instance = RedisStore(server.url, prefix=unique_prefix(), timeout=5.0)  # see tests/state
     try:
         yield instance
     finally:

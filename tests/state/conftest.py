@@ -46,7 +46,10 @@ def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Sta
     if kind == "sqlite":
         return SQLiteStore(tmp_path / "state.db")
     server: RedisServer = request.getfixturevalue("redis_server")
-    return RedisStore(server.url, prefix=unique_prefix())
+    # A generous deadline: these tests are about atomicity, and a loaded CI machine can take
+    # longer than the default 0.5 s to open 64 pooled connections at once. The failure tests
+    # build their own stores with short deadlines.
+    return RedisStore(server.url, prefix=unique_prefix(), timeout=5.0)
 
 
 @pytest.fixture(params=STORE_KINDS)
