@@ -65,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
 
     hook = sub.add_parser("hook", help="be a coding agent's pre-tool hook: read its hook JSON "
                                        "on stdin, print its decision JSON")
-    hook.add_argument("agent", choices=("claude-code", "gemini-cli", "codex"),
+    from callwarden.hooks import HOOK_DIALECTS
+
+    hook.add_argument("agent", choices=HOOK_DIALECTS,
                       help="whose hook format to speak")
     hook.add_argument("--policy", "-p", default=None,
                       help="policy file (default: $CALLWARDEN_POLICY)")

@@ -14,6 +14,7 @@ no policy logic lives in adapters. The effects map onto each framework's idiom:
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import time
 from collections.abc import Mapping
@@ -26,7 +27,10 @@ if TYPE_CHECKING:
     from callwarden._guard import Guard
     from callwarden.approvals import Approver
 
-__all__ = ["Enforcer", "as_guard", "describe_refusal"]
+__all__ = ["Enforcer", "as_guard", "cannot_rewrite", "describe_refusal", "needs_approval"]
+
+# The rewritten call shown to the model is capped: it goes into the model's context.
+_MAX_SHOWN = 4000
 
 _perf = time.perf_counter
 
@@ -56,6 +60,24 @@ def describe_refusal(decision: Decision) -> str:
         return decision.message
     why = decision.reasons[0].message if decision.reasons else "blocked by policy"
     return f"The call to '{decision.call.tool}' was not run ({decision.effect.value}): {why}."
+
+
+def needs_approval(reason: str, agent: str) -> str:
+    """The model's text for an ``ask`` the agent's hook cannot put to a person."""
+    return (f"{reason} This call needs a person's approval, which the {agent} hook cannot "
+            "ask for. Do not retry it: tell the user what you want to run and why, so they "
+            "can run it themselves or approve it in the policy.")
+
+
+def cannot_rewrite(decision: Decision, args: Mapping[str, Any], why: str) -> str:
+    """The model's text for a rewrite the agent's hook cannot apply."""
+    shown = json.dumps(args, ensure_ascii=False, default=str, sort_keys=True)
+    if len(shown) > _MAX_SHOWN:
+        shown = shown[:_MAX_SHOWN] + " ... (truncated)"
+    note = f" ({decision.message})" if decision.message else ""
+    return (f"The policy allows '{decision.call.tool}' only with rewritten arguments{note}, "
+            f"and {why}. Call '{decision.call.tool}' again with these arguments instead: "
+            f"{shown}")
 
 
 class Enforcer:

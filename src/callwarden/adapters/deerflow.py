@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,12 +36,10 @@ from typing import Any
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden.adapters._core import Enforcer, describe_refusal
+from callwarden.adapters._core import Enforcer, cannot_rewrite, describe_refusal
 
 __all__ = ["GuardrailDecision", "GuardrailReason", "Provider"]
 
-# The rewritten call shown to the model is capped: it goes into the model's context.
-_MAX_SHOWN = 4000
 _CONTEXT_FIELDS = ("is_subagent", "run_id", "user_role", "oauth_provider", "oauth_id",
                    "timestamp")
 
@@ -228,14 +225,9 @@ def _verdict(decision: Decision) -> GuardrailDecision:
         args = thaw(decision.args)
         if args == thaw(decision.call.args):
             return _allow(decision)
-        shown = json.dumps(args, ensure_ascii=False, default=str, sort_keys=True)
-        if len(shown) > _MAX_SHOWN:
-            shown = shown[:_MAX_SHOWN] + " ... (truncated)"
-        note = f" ({decision.message})" if decision.message else ""
         return _deny(decision, "callwarden.rewrite_required",
-                     f"The policy allows '{decision.tool}' only with rewritten arguments{note}, "
-                     f"and DeerFlow cannot rewrite a call. Call '{decision.tool}' again with "
-                     f"these arguments instead: {shown}", rewritten_args=args)
+                     cannot_rewrite(decision, args, "DeerFlow cannot rewrite a call"),
+                     rewritten_args=args)
     if effect.allows:
         return _allow(decision)
     if effect is Effect.HALT:

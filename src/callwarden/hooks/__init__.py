@@ -2,6 +2,7 @@
 
 from callwarden.hooks._base import (
     DIALECTS,
+    HOOK_DIALECTS,
     Dialect,
     HookCall,
     HookReply,
@@ -10,6 +11,5 @@ from callwarden.hooks._base import (
     run_hook,
 )
 
-__all__ = ["DIALECTS", "Dialect", "HookCall", "HookReply", "dialect", "register_dialect", "run_hook"]
-
-HOOK_DIALECTS = ("claude-code", "gemini-cli", "codex")
+__all__ = ["DIALECTS", "HOOK_DIALECTS", "Dialect", "HookCall", "HookReply", "dialect",
+           "register_dialect", "run_hook"]

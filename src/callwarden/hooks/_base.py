@@ -18,7 +18,8 @@ from typing import Any, NamedTuple, Protocol, TextIO
 
 from callwarden._decision import Decision
 
-__all__ = ["DIALECTS", "Dialect", "HookCall", "HookReply", "dialect", "register_dialect", "run_hook"]
+__all__ = ["DIALECTS", "HOOK_DIALECTS", "Dialect", "HookCall", "HookReply", "dialect", "json_reply",
+           "register_dialect", "run_hook", "text_field", "tool_and_args"]
 
 # Hook payloads are small JSON objects; anything past this is refused, not parsed.
 MAX_INPUT = 8 * 1024 * 1024
@@ -73,6 +74,7 @@ def register_dialect(dialect: Dialect) -> Dialect:
 
 
 _MODULES = {"claude-code": "_claude_code", "gemini-cli": "_gemini_cli", "codex": "_codex"}
+HOOK_DIALECTS = tuple(_MODULES)
 
 
 def dialect(name: str) -> Dialect:
@@ -84,6 +86,32 @@ def dialect(name: str) -> Dialect:
     except KeyError:
         raise ValueError(f"unknown hook dialect {name!r}; known: "
                          f"{', '.join(sorted({*_MODULES, *DIALECTS}))}") from None
+
+
+def tool_and_args(payload: Mapping[str, Any], event: str) -> tuple[str, Mapping[str, Any]]:
+    """The tool name and arguments of a pre-tool payload (``tool_name``, ``tool_input``).
+
+    Raises:
+        ValueError: no ``tool_name`` string, or ``tool_input`` is not an object.
+    """
+    tool = payload.get("tool_name")
+    if not isinstance(tool, str) or not tool:
+        raise ValueError(f"{event} payload without a 'tool_name' string")
+    args = payload.get("tool_input")
+    if not isinstance(args, Mapping):
+        raise ValueError(f"{event} 'tool_input' must be an object, got "
+                         f"{'nothing' if args is None else type(args).__name__}")
+    return tool, args
+
+
+def text_field(value: Any) -> str | None:
+    """A payload's optional string field: the string, or None when absent, empty or not one."""
+    return value if isinstance(value, str) and value else None
+
+
+def json_reply(obj: Mapping[str, Any]) -> HookReply:
+    """A reply that prints ``obj`` as JSON and exits 0."""
+    return HookReply(stdout=json.dumps(obj, ensure_ascii=False, default=str))
 
 
 def run_hook(dialect_name: str, policy: str | os.PathLike[str] | None, stdin: TextIO,

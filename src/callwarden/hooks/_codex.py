@@ -23,16 +23,21 @@ codex-rs/hooks/src/engine/output_parser.rs (``parse_pre_tool_use``), where sever
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden.adapters._core import describe_refusal
-from callwarden.hooks._base import HookCall, HookReply, register_dialect
-from callwarden.hooks._gemini_cli import cannot_rewrite, needs_approval
+from callwarden.adapters._core import cannot_rewrite, describe_refusal, needs_approval
+from callwarden.hooks._base import (
+    HookCall,
+    HookReply,
+    json_reply,
+    register_dialect,
+    text_field,
+    tool_and_args,
+)
 
 __all__ = ["Codex"]
 
@@ -64,21 +69,15 @@ class Codex:
         if event != "PreToolUse":
             raise ValueError(f"unknown Codex hook event {event!r}; configure "
                              "'callwarden hook codex' under hooks.PreToolUse")
-        tool = payload.get("tool_name")
-        if not isinstance(tool, str) or not tool:
-            raise ValueError("PreToolUse payload without a 'tool_name' string")
-        args = payload.get("tool_input")
-        if not isinstance(args, Mapping):
-            raise ValueError(f"PreToolUse 'tool_input' must be an object, got "
-                             f"{'nothing' if args is None else type(args).__name__}")
+        tool, args = tool_and_args(payload, "PreToolUse")
         context: dict[str, Any] = {"hook_event": event}
         for key in _CONTEXT_KEYS:
             value = payload.get(key)
             if isinstance(value, str) and value:
                 context[key] = value
-        return HookCall(tool=tool, args=args, session=_text(payload.get("session_id")),
-                        cwd=_text(payload.get("cwd")), call_id=_text(payload.get("tool_use_id")),
-                        agent=_text(payload.get("agent_id")), context=context)
+        return HookCall(tool=tool, args=args, session=text_field(payload.get("session_id")),
+                        cwd=text_field(payload.get("cwd")), call_id=text_field(payload.get("tool_use_id")),
+                        agent=text_field(payload.get("agent_id")), context=context)
 
     def render(self, decision: Decision, call: HookCall) -> HookReply:
         """Codex's reply for a decision (see the module docstring)."""
@@ -90,7 +89,7 @@ class Codex:
             if args == call.args:
                 return HookReply()
             if os.environ.get(UPDATED_INPUT_ENV, "").lower() in ("1", "true", "yes"):
-                return _json({"hookSpecificOutput": {
+                return json_reply({"hookSpecificOutput": {
                     "hookEventName": "PreToolUse", "permissionDecision": "allow",
                     "updatedInput": args}})
             return _deny(cannot_rewrite(decision, args, "this Codex hook cannot rewrite a call"))
@@ -113,15 +112,7 @@ def _deny(reason: str, *, system: str | None = None) -> HookReply:
         "permissionDecisionReason": reason}}
     if system:
         reply["systemMessage"] = system
-    return _json(reply)
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _json(obj: Mapping[str, Any]) -> HookReply:
-    return HookReply(stdout=json.dumps(obj, ensure_ascii=False, default=str))
+    return json_reply(reply)
 
 
 CODEX = register_dialect(Codex())

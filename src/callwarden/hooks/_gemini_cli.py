@@ -25,15 +25,21 @@ How each effect is answered:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden.adapters._core import describe_refusal
-from callwarden.hooks._base import HookCall, HookReply, register_dialect
+from callwarden.adapters._core import cannot_rewrite, describe_refusal, needs_approval
+from callwarden.hooks._base import (
+    HookCall,
+    HookReply,
+    json_reply,
+    register_dialect,
+    text_field,
+    tool_and_args,
+)
 
 __all__ = ["GeminiCli"]
 
@@ -43,8 +49,6 @@ _PASS_EVENTS = frozenset({
     "PreCompress", "BeforeModel", "AfterModel", "BeforeToolSelection",
 })
 NATIVE_ASK_ENV = "CALLWARDEN_GEMINI_NATIVE_ASK"
-# The rewritten call shown to the model is capped: it goes into the model's context.
-_MAX_SHOWN = 4000
 
 
 class GeminiCli:
@@ -65,13 +69,7 @@ class GeminiCli:
         if event != "BeforeTool":
             raise ValueError(f"unknown Gemini CLI hook event {event!r}; configure "
                              "'callwarden hook gemini-cli' under hooks.BeforeTool")
-        tool = payload.get("tool_name")
-        if not isinstance(tool, str) or not tool:
-            raise ValueError("BeforeTool payload without a 'tool_name' string")
-        args = payload.get("tool_input")
-        if not isinstance(args, Mapping):
-            raise ValueError(f"BeforeTool 'tool_input' must be an object, got "
-                             f"{'nothing' if args is None else type(args).__name__}")
+        tool, args = tool_and_args(payload, "BeforeTool")
         context: dict[str, Any] = {"hook_event": event}
         mcp = payload.get("mcp_context")
         if isinstance(mcp, Mapping):
@@ -82,25 +80,25 @@ class GeminiCli:
                 context["agent_tool_name"] = tool
                 context["mcp_server"] = server
                 tool = f"mcp__{server}__{name}"
-        return HookCall(tool=tool, args=args, session=_text(payload.get("session_id")),
-                        cwd=_text(payload.get("cwd")), context=context)
+        return HookCall(tool=tool, args=args, session=text_field(payload.get("session_id")),
+                        cwd=text_field(payload.get("cwd")), context=context)
 
     def render(self, decision: Decision, call: HookCall) -> HookReply:
         """Gemini CLI's reply for a decision (see the module docstring)."""
         effect = decision.effect
         if effect is Effect.ALLOW:
-            return _json({})
+            return json_reply({})
         if effect is Effect.MODIFY:
             return self._modify(decision, call)
         reason = describe_refusal(decision).strip() or "blocked by policy"
         if effect is Effect.HALT:
-            return _json({"continue": False, "stopReason": reason, "decision": "deny",
+            return json_reply({"continue": False, "stopReason": reason, "decision": "deny",
                           "reason": reason})
         if effect is Effect.ASK:
             if os.environ.get(NATIVE_ASK_ENV, "").lower() in ("1", "true", "yes"):
-                return _json({"decision": "ask", "reason": reason, "systemMessage": reason})
-            return _json({"decision": "deny", "reason": needs_approval(reason, "Gemini CLI")})
-        return _json({"decision": "deny", "reason": reason})
+                return json_reply({"decision": "ask", "reason": reason, "systemMessage": reason})
+            return json_reply({"decision": "deny", "reason": needs_approval(reason, "Gemini CLI")})
+        return json_reply({"decision": "deny", "reason": reason})
 
     def fail(self, reason: str) -> HookReply:
         """Exit code 2 with the reason on stderr: Gemini blocks the call and tells the model."""
@@ -110,41 +108,15 @@ class GeminiCli:
         new = thaw(decision.args)
         old = call.args if isinstance(call.args, Mapping) else {}
         if any(key not in new for key in old):
-            return _json({"decision": "deny",
+            return json_reply({"decision": "deny",
                           "reason": cannot_rewrite(decision, new, "a Gemini CLI hook can "
                                                    "change or add arguments but not remove "
                                                    "them")})
         changed = {k: v for k, v in new.items() if k not in old or old[k] != v}
         if not changed:
-            return _json({})
-        return _json({"hookSpecificOutput": {"hookEventName": "BeforeTool",
+            return json_reply({})
+        return json_reply({"hookSpecificOutput": {"hookEventName": "BeforeTool",
                                              "tool_input": changed}})
-
-
-def needs_approval(reason: str, agent: str) -> str:
-    """The model's text for an ``ask`` the agent's hook cannot put to a person."""
-    return (f"{reason} This call needs a person's approval, which the {agent} hook cannot "
-            "ask for. Do not retry it: tell the user what you want to run and why, so they "
-            "can run it themselves or approve it in the policy.")
-
-
-def cannot_rewrite(decision: Decision, args: Mapping[str, Any], why: str) -> str:
-    """The model's text for a rewrite the agent's hook cannot apply."""
-    shown = json.dumps(args, ensure_ascii=False, default=str, sort_keys=True)
-    if len(shown) > _MAX_SHOWN:
-        shown = shown[:_MAX_SHOWN] + " ... (truncated)"
-    note = f" ({decision.message})" if decision.message else ""
-    return (f"The policy allows '{decision.call.tool}' only with rewritten arguments{note}, "
-            f"and {why}. Call '{decision.call.tool}' again with these arguments instead: "
-            f"{shown}")
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _json(obj: Mapping[str, Any]) -> HookReply:
-    return HookReply(stdout=json.dumps(obj, ensure_ascii=False, default=str))
 
 
 GEMINI_CLI = register_dialect(GeminiCli())
