@@ -15,7 +15,7 @@ from typing import Any
 
 from callwarden._call import new_id
 from callwarden._decision import Decision
-from callwarden.audit._redact import Redactor
+from callwarden.audit._redact import Redactor, strict_json
 
 __all__ = [
     "APPROVAL_ACTIONS", "OUTCOME_STATUSES", "SCHEMA_VERSION", "AuditEvent", "approval_event",
@@ -31,7 +31,14 @@ _DEFAULT = Redactor()
 _PAYLOADS = ("context", "effective_args", "args")  # shed in this order when an event is too big
 _MAX_NAME = 256
 _second_cache: tuple[int, str] = (-1, "")
-_encode = json.JSONEncoder(separators=(",", ":")).encode
+_slow_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _encode(value: Any) -> str:
+    try:
+        return strict_json(value)
+    except (TypeError, ValueError):  # not plain JSON data: the stdlib's rules (nan, ...)
+        return _slow_encode(value)
 
 
 class AuditEvent(dict[str, Any]):

@@ -13,6 +13,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from callwarden._call import FrozenDict
@@ -60,6 +61,25 @@ _ASSIGNMENT = re.compile(
 _NUMBERS = frozenset({bool, int, float})
 
 
+def _not_json(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+# The C encoder itself, made once: ``JSONEncoder.encode`` builds one per call, which costs
+# more than encoding a typical call's arguments. No cycle check: payloads come from
+# snapshots, which refuse cycles; anything else (bytes, sets, nan) raises.
+_c_encoder = getattr(json.encoder, "c_make_encoder", None)
+_strict_chunks = _c_encoder(None, _not_json, encode_basestring_ascii, None, ":", ",", False,
+                            False, False) if _c_encoder is not None else None
+
+
+def strict_json(value: Any) -> str:
+    """Compact ASCII JSON of plain JSON data; raises TypeError / ValueError for anything else."""
+    if _strict_chunks is None:  # pragma: no cover - CPython always has the C encoder
+        return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_not_json)
+    return "".join(_strict_chunks(value, 0))
+
+
 def _child(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
@@ -87,8 +107,8 @@ class Redactor:
         ValueError: for an unknown detector name or a bad pattern (``UnknownDetector`` is one).
     """
 
-    __slots__ = ("_dset", "_key_cache", "_scan_cache", "_subs", "callback", "max_bytes", "max_string",
-                 "replacement")
+    __slots__ = ("_dset", "_key_cache", "_scan_cache", "_subs", "callback", "max_bytes",
+                 "max_string", "replacement")
 
     def __init__(
         self,
