@@ -158,3 +158,157 @@ def test_installed_entry_point_runs(policy) -> None:
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 12
     assert result.stdout.startswith("HALT")
+
+
+def test_test_file_with_an_unknown_case_key_is_an_error_with_a_hint(capsys, policy,
+                                                                     tmp_path) -> None:
+    cases = tmp_path / "t.yaml"
+    cases.write_text(f"policy: {policy.name}\ncases:\n"
+                     "  - {tool: deploy, arg: {env: prod}, expect: allow}\n")
+    code, out, _ = run(capsys, "test", str(cases))
+    assert code == 2
+    assert f"{cases}:3: cases[0].arg: unknown key in a test case (did you mean 'args'?)" in out
+
+
+def test_test_file_with_an_unknown_top_level_key_is_an_error(capsys, policy, tmp_path) -> None:
+    cases = tmp_path / "t.yaml"
+    cases.write_text(f"policy: {policy.name}\ncase:\n  - {{tool: pay, expect: ask}}\n")
+    code, out, _ = run(capsys, "test", str(cases))
+    assert code == 2
+    assert f"{cases}:2: case: unknown key in the test file (did you mean 'cases'?)" in out
+
+
+def test_test_file_that_is_not_utf8_exits_2_with_a_clear_error(capsys, tmp_path) -> None:
+    cases = tmp_path / "t.yaml"
+    cases.write_bytes(b"policy: p.yaml\ncases: [\xff\xfe]\n")
+    code, out, _ = run(capsys, "test", str(cases))
+    assert code == 2
+    assert f"{cases}: test file is not UTF-8 text" in out
+
+
+@pytest.mark.parametrize("value", ["[1]", "5", '"x"', "null"])
+def test_check_args_that_are_not_a_json_object_are_a_usage_error(capsys, policy, value) -> None:
+    code, out, err = run(capsys, "check", "-p", str(policy), "-t", "deploy", "--args", value)
+    assert code == 2
+    assert out == ""
+    assert "--args must be a JSON object" in err
+
+
+def test_check_context_that_is_not_a_json_object_is_a_usage_error_naming_context(
+        capsys, policy) -> None:
+    code, _, err = run(capsys, "check", "-p", str(policy), "-t", "deploy", "--context", "[1]")
+    assert code == 2
+    assert "--context must be a JSON object" in err and "--args" not in err
+
+
+def test_check_into_a_closed_pipe_keeps_the_decision_exit_code(policy) -> None:
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader (e.g. `head -1`) is already gone
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "callwarden", "check", "-p", str(policy), "-t", "deploy",
+             "-a", '{"env": "prod"}'], stdout=write_end, stderr=subprocess.PIPE, text=True,
+            timeout=60)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 10
+    assert result.stderr == ""
+
+
+def test_lint_reports_every_problem_in_one_run(capsys, tmp_path) -> None:
+    bad = tmp_path / "dup.yaml"
+    bad.write_text("version: 1\nfoo: 1\nrules:\n  - id: a\n    match: {tool: x}\n"
+                   "    effect: deny\n    effect: allow\n    examples: {deny: [{tool: x}]}\n"
+                   "  - id: a\n    efect: deny\n")
+    code, out, _ = run(capsys, "lint", str(bad))
+    assert code == 2
+    for where, what in [(2, "foo: unknown key"), (7, "duplicate key 'effect'"),
+                        (9, "duplicate rule id 'a'"), (10, "did you mean 'effect'"),
+                        (8, "1 inline example(s) not checked")]:
+        assert any(line.startswith(f"{bad}:{where}:") and what in line
+                   for line in out.splitlines()), (where, what, out)
+
+
+def test_console_script_imports_a_use_module_next_to_the_policy(tmp_path) -> None:
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    (folder / "cw_console_rules.py").write_text(
+        "from callwarden import Verdict\n\ndef halt_all(call, ctx):\n"
+        "    return Verdict.halt('stop')\n")
+    (folder / "p.yaml").write_text("version: 1\nrules:\n  - id: h\n"
+                                   "    use: cw_console_rules:halt_all\n")
+    script = Path(sys.executable).parent / "callwarden"
+    result = subprocess.run([str(script), "check", "-p", str(folder / "p.yaml"), "-t", "x"],
+                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 12, result.stderr
+
+
+BASE = """\
+version: 1
+rules:
+  - id: no-prod
+    match: {tool: deploy}
+    args: {env: prod}
+    effect: deny
+    examples:
+      deny: [{tool: deploy, args: {env: prod}}]
+      allow: [{tool: deploy, args: {env: dev}}]
+"""
+
+
+def _child(tmp_path: Path, body: str = "") -> Path:
+    (tmp_path / "base.yaml").write_text(BASE)
+    child = tmp_path / "child.yaml"
+    child.write_text("version: 1\nextends: base.yaml\n" + body)
+    return child
+
+
+def test_test_after_init_runs_the_baselines_examples(capsys, tmp_path) -> None:
+    target = tmp_path / "policy.yaml"
+    assert main(["init", str(target)]) == 0
+    code, out, _ = run(capsys, "test", str(target))
+    passed, failed = out.strip().splitlines()[-1].split(", ")
+    assert code == 0 and failed == "0 failed" and int(passed.split()[0]) > 10
+
+
+def test_init_suggests_the_test_command(capsys, tmp_path) -> None:
+    target = tmp_path / "policy.yaml"
+    _, out, _ = run(capsys, "init", str(target))
+    assert f"callwarden test {target}" in out
+
+
+def test_inherited_examples_are_reported_with_the_base_file_and_line(capsys, tmp_path) -> None:
+    code, out, _ = run(capsys, "test", "-v", str(_child(tmp_path)))
+    assert code == 0 and out.strip().endswith("2 passed, 0 failed")
+    assert f"PASS {tmp_path / 'base.yaml'}:8 " in out
+    assert f"PASS {tmp_path / 'base.yaml'}:9 " in out
+
+
+def test_inherited_example_broken_by_the_extending_policy_fails(capsys, tmp_path) -> None:
+    child = _child(tmp_path, "rules:\n  - id: no-deploys\n    match: {tool: deploy}\n"
+                             "    effect: deny\n")
+    code, out, _ = run(capsys, "test", str(child))
+    assert code == 1 and out.strip().endswith("1 passed, 1 failed")
+    assert f"FAIL {tmp_path / 'base.yaml'}:9 " in out
+
+
+def test_examples_of_a_redefined_inherited_rule_are_skipped(capsys, tmp_path) -> None:
+    child = _child(tmp_path, "rules:\n  - id: no-prod\n    match: {tool: deploy}\n"
+                             "    effect: ask\n")
+    code, out, _ = run(capsys, "test", str(child))
+    assert code == 0 and out.strip().endswith("0 passed, 0 failed")
+
+
+def test_inherited_allow_example_passes_when_only_the_default_deny_refuses(capsys,
+                                                                          tmp_path) -> None:
+    code, out, _ = run(capsys, "test", str(_child(tmp_path, "default: deny\n")))
+    assert code == 0 and out.strip().endswith("2 passed, 0 failed")
+
+
+def test_own_allow_example_still_fails_under_the_default_deny(capsys, tmp_path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(BASE.replace("version: 1\n", "version: 1\ndefault: deny\n"))
+    code, out, _ = run(capsys, "test", str(path))
+    assert code == 1 and out.strip().endswith("1 passed, 1 failed")

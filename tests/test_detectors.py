@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from pathlib import Path
@@ -369,3 +370,34 @@ def test_corpus_false_positive_rate_is_at_most_5_percent() -> None:
 def test_lookalike_false_positive_rate_is_at_most_5_percent() -> None:
     flagged = sum(bool(scan_text(t)) for t in SECRET_NEGATIVES)
     assert flagged / len(SECRET_NEGATIVES) <= 0.05
+
+
+# ------------------------------------------------------------------ obfuscated secrets
+
+_GH = "ghp_4N8xQ2rT6vY9bK3mZ7pL1sD5fH0jW2cE8gA4"
+
+
+def test_token_with_a_zero_width_character_inside_is_detected() -> None:
+    text = "use " + _GH[:12] + "\u200b" + _GH[12:]
+    found = select_detectors(None).scan(text)
+    assert [f.detector for f in found] == ["github_token"] and found[0].start == 4
+
+
+def test_token_with_a_fullwidth_prefix_is_detected() -> None:
+    text = "\uff47\uff48\uff50_" + _GH[4:]
+    assert [f.span for f in select_detectors(None).scan(text)] == [(0, len(text))]
+
+
+def test_base64_encoded_access_key_is_detected_over_the_whole_blob() -> None:
+    blob = base64.b64encode(b"AKIAQYLPMN5HHHFPZAM2").decode()
+    found = select_detectors(None).scan(f"data: {blob} end")
+    assert found and found[0].span == (6, 6 + len(blob))
+
+
+def test_base64_of_plain_text_is_not_a_finding() -> None:
+    blob = base64.b64encode(b"some plain text here, nothing to see").decode()
+    assert not select_detectors(None).scan(blob)
+
+
+def test_fullwidth_prose_without_secrets_is_not_a_finding() -> None:
+    assert not select_detectors(None).scan("\uff28\uff45\uff4c\uff4c\uff4f world \u200b ok")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from pathlib import Path
+
 import pytest
 
 from callwarden import Decision, Effect, Guard, Mode, Verdict, policy
@@ -297,3 +301,56 @@ def test_unanalysable_input_fires_deny_rules_but_never_allow_rules() -> None:
                  tools={"t": {"kind": "shell"}})
     d = deny.check("t", {"command": "ls $(("})
     assert d.effect is Effect.DENY and d.reasons[0].code == "shell.parse_error"
+
+
+def test_profile_requires_approval_false_never_exempts_an_on_error_ask() -> None:
+    @policy
+    def broken(call):
+        raise RuntimeError("bug")
+
+    g = Guard(policies=[broken], on_error="ask", tools={"t": {"requires_approval": False}})
+    d = g.check("t", {})
+    assert d.effect is Effect.ASK
+    assert d.reasons[0].code == "policy_error"
+
+
+def test_observe_mode_policy_reports_a_requires_approval_profile_as_would_ask() -> None:
+    d = guard(tools={"pay": {"requires_approval": True}}, mode="observe").check("pay", {})
+    assert d.effect is Effect.ALLOW
+    assert d.would_effect is Effect.ASK
+
+
+@pytest.mark.parametrize(("behaviour", "code"), [
+    ("raise", "policy_error"), ("garbage", "policy_invalid_result"),
+    ("hang", "policy_timeout")])
+def test_observe_mode_policy_treats_raising_garbage_and_hanging_policies_alike(
+        behaviour: str, code: str) -> None:
+    release = threading.Event()
+
+    @policy
+    def failing(call):
+        if behaviour == "raise":
+            raise RuntimeError("bug")
+        if behaviour == "hang":
+            release.wait(3)
+        return "garbage"
+
+    g = Guard(policies=[failing], mode="observe", timeout="100ms")
+    try:
+        decisions = [g.check("t", {}), asyncio.run(g.acheck("t", {}))]
+    finally:
+        release.set()
+    for d in decisions:
+        assert d.effect is Effect.ALLOW
+        assert d.would_effect is Effect.DENY
+        assert d.reasons[0].code == code
+
+
+def test_a_per_rule_observe_policy_that_times_out_does_not_deny(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text("import time\ndef hangs(call):\n    time.sleep(3)\n")
+    g = Guard.from_dict({"version": 1, "timeout": "100ms", "rules": [
+        {"id": "trial", "use": "slow.py:hangs", "mode": "observe"}]}, base_dir=tmp_path)
+    for d in [g.check("t", {}), asyncio.run(g.acheck("t", {}))]:
+        assert d.effect is Effect.ALLOW
+        assert d.would_effect is Effect.DENY
+        assert [m.code for m in d.matched] == ["policy_timeout"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from callwarden import ApprovalRequired, Effect, Guard, RunHalted, ToolDenied
+from callwarden import ApprovalRequired, Effect, Guard, RunHalted, ToolDenied, policy
 
 
 @pytest.fixture
@@ -113,3 +113,125 @@ def test_check_puts_extra_keywords_into_context(guard: Guard) -> None:
                     user_request="tidy up")
     assert (d.call.agent, d.call.session, d.call.principal, d.call.framework) == ("a", "s", "p", "f")
     assert d.call.context["user_request"] == "tidy up"
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+
+def test_protect_method_changes_its_own_instance() -> None:
+    g = Guard.from_dict({"version": 1})
+
+    class Svc:
+        count = 0
+
+        @g.protect
+        def bump(self, n: int) -> None:
+            self.count += n
+
+    s = Svc()
+    s.bump(5)
+    assert s.count == 5
+
+
+async def test_protect_async_method_changes_its_own_instance() -> None:
+    g = Guard.from_dict({"version": 1})
+
+    class Svc:
+        count = 0
+
+        @g.protect
+        async def bump(self, n: int) -> None:
+            self.count += n
+
+    s = Svc()
+    await s.bump(5)
+    assert s.count == 5
+
+
+def test_protect_leaves_self_and_cls_out_of_the_policy_args() -> None:
+    seen = []
+
+    @policy(isolated=False)
+    def spy(call):
+        seen.append(sorted(call.args))
+
+    g = Guard(policies=[spy])
+
+    class Svc:
+        @g.protect
+        def bump(self, n: int) -> int:
+            return n
+
+        @classmethod
+        @g.protect
+        def make(cls, n: int) -> int:
+            return n
+
+    assert Svc().bump(1) == 1 and Svc.make(2) == 2
+    assert seen == [["n"], ["n"]]
+
+
+def test_protect_passes_the_callers_own_objects_when_allowed() -> None:
+    g = Guard.from_dict({"version": 1})
+
+    @g.protect
+    def send(client: _Client, msg: str) -> None:
+        client.sent.append(msg)
+
+    client = _Client()
+    send(client, "hi")
+    assert client.sent == ["hi"]
+
+
+def test_protect_passes_rewritten_values_and_untouched_callers_objects() -> None:
+    g = Guard.from_dict({"version": 1, "rules": [
+        {"id": "cap", "match": {"tool": "send"}, "effect": "modify", "cap": {"limit": 10}}]})
+
+    @g.protect
+    def send(client: _Client, msg: str, limit: int) -> int:
+        client.sent.append(msg)
+        return limit
+
+    client = _Client()
+    assert send(client, "hi", 99) == 10
+    assert client.sent == ["hi"]
+
+
+def test_protect_records_a_copy_the_function_cannot_change() -> None:
+    calls = []
+
+    @policy(isolated=False)
+    def spy(call):
+        calls.append(call)
+
+    g = Guard(policies=[spy])
+
+    @g.protect
+    def send(client: _Client, msg: str) -> None:
+        client.sent.append(msg)
+
+    send(_Client(), "hi")
+    assert calls[0].args["client"].unwrap().sent == []
+
+
+def test_protect_handles_var_positional_arguments() -> None:
+    g = Guard.from_dict({"version": 1})
+
+    @g.protect
+    def total(first: int, *rest: int) -> int:
+        return first + sum(rest)
+
+    assert total(1, 2, 3) == 6
+
+
+def test_run_with_an_async_tool_raises_a_type_error_pointing_to_arun(guard: Guard) -> None:
+    ran = []
+
+    async def tool(env: str) -> None:
+        ran.append(env)
+
+    with pytest.raises(TypeError, match=r"guard\.arun"):
+        guard.run("deploy", {"env": "dev"}, tool)
+    assert ran == []

@@ -187,3 +187,135 @@ def test_invalid_call_error_carries_a_code() -> None:
     with pytest.raises(InvalidCall) as info:
         ToolCall.create("t", "nope")
     assert info.value.code == "args_not_json"
+
+
+# -- who/where fields ----------------------------------------------------------------------------
+
+_FIELDS = ["agent", "session", "principal", "framework", "call_id"]
+
+
+@pytest.fixture
+def agent_guard() -> Guard:
+    return Guard.from_dict({"version": 1, "rules": [
+        {"id": "interns", "match": {"tool": "deploy", "agent": "intern"}, "effect": "deny"}]})
+
+
+@pytest.mark.parametrize("field", _FIELDS)
+def test_non_string_call_field_is_denied_with_a_reason(agent_guard: Guard, field: str) -> None:
+    d = agent_guard.check("deploy", {}, **{field: ["x"]})
+    assert d.effect is Effect.DENY
+    assert d.reasons[0].code == "invalid_call_field"
+    assert field in d.reasons[0].message
+
+
+@pytest.mark.parametrize("field", _FIELDS)
+def test_non_string_call_field_is_denied_by_acheck_and_run(agent_guard: Guard, field: str) -> None:
+    d = asyncio.run(agent_guard.acheck("deploy", {}, **{field: ["x"]}))
+    assert d.reasons[0].code == "invalid_call_field"
+    ran = []
+    with pytest.raises(ToolDenied):
+        agent_guard.run("deploy", {}, lambda: ran.append(1), **{field: {"x": 1}})
+    assert ran == []
+
+
+def test_decision_for_an_object_principal_serializes_to_json(agent_guard: Guard) -> None:
+    import json
+
+    d = agent_guard.check("deploy", {}, principal=object())
+    assert d.effect is Effect.DENY
+    assert json.loads(json.dumps(d.to_dict()))["call"]["principal"] is None
+
+
+def test_str_subclass_call_fields_are_recorded_as_plain_strings(agent_guard: Guard) -> None:
+    class Name(str):
+        pass
+
+    d = agent_guard.check("deploy", {}, agent=Name("intern"))
+    assert d.effect is Effect.DENY and d.rule == "interns"
+    assert type(d.call.agent) is str
+
+
+# -- immutability of values that are not plain data ----------------------------------------------
+
+
+class _Box:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+
+def test_bytearray_args_are_snapshotted_as_bytes() -> None:
+    data = bytearray(b"safe")
+    call = ToolCall.create("t", {"data": data})
+    data[:] = b"EVIL"
+    assert call.args["data"] == b"safe"
+    assert type(call.args["data"]) is bytes
+
+
+def test_tool_cannot_change_the_recorded_bytes_of_a_bytearray_arg() -> None:
+    recorded = []
+
+    @policy(isolated=False)
+    def spy(call):
+        recorded.append(call)
+
+    def tool(data):
+        try:
+            data[:] = b"EVIL"
+        except TypeError:
+            return "refused"
+        return "changed"
+
+    Guard(policies=[spy]).run("t", {"data": bytearray(b"safe")}, tool)
+    assert recorded[0].args["data"] == b"safe"
+
+
+def test_policy_cannot_change_a_custom_object_the_decision_recorded() -> None:
+    @policy(isolated=False)
+    def vandal(call):
+        box = call.args["box"]
+        with pytest.raises(AttributeError):
+            box.items = ["evil"]
+        box.unwrap().items.append("evil")  # a private copy
+
+    d = Guard(policies=[vandal]).check("t", {"box": _Box()})
+    assert d.call.args["box"].unwrap().items == []
+
+
+def test_tool_cannot_change_a_custom_object_the_decision_recorded() -> None:
+    recorded = []
+
+    @policy(isolated=False)
+    def spy(call):
+        recorded.append(call)
+
+    def tool(box):
+        box.items.append("evil")
+
+    Guard(policies=[spy]).run("t", {"box": _Box()}, tool)
+    assert recorded[0].args["box"].unwrap().items == []
+
+
+def test_custom_objects_are_recorded_by_their_repr_at_snapshot_time() -> None:
+    box = _Box()
+    call = ToolCall.create("t", {"box": box})
+    box.items.append("later")
+    assert call.to_dict()["args"]["box"] == repr(box)
+
+
+def test_caller_built_nested_frozen_dict_is_frozen_again() -> None:
+    live = [1]
+    call = ToolCall.create("t", {"a": FrozenDict({"x": live})})
+    live.append(2)
+    assert call.args["a"]["x"] == (1,)
+
+
+def test_immutable_values_are_kept_as_they_are() -> None:
+    import decimal
+    import pathlib
+    import uuid
+
+    values = {"when": datetime.datetime(2026, 1, 1), "amount": decimal.Decimal("1.5"),
+              "id": uuid.UUID(int=1), "path": pathlib.PurePosixPath("/tmp")}
+    call = ToolCall.create("t", values)
+    assert dict(call.args) == values
+    assert all(call.args[k] is v for k, v in values.items())

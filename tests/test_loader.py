@@ -124,3 +124,71 @@ def test_policy_version_label_changes_with_content() -> None:
 
 def test_examples_can_be_skipped_at_load(tmp_path: Path) -> None:
     Guard.from_file(POLICIES / "failing_example.yaml", check_examples=False)
+
+
+def test_on_key_reads_as_a_string_not_a_yaml_boolean() -> None:
+    g = Guard.from_yaml("version: 1\nrules:\n  - id: cut\n    on: output\n    max_chars: 5\n"
+                        "    effect: modify\n")
+    assert g.engine.rules[0].phase == "output"
+
+
+def test_yes_no_on_off_values_stay_strings() -> None:
+    from callwarden._yamlsrc import load_yaml
+
+    data, _ = load_yaml("a: yes\nb: no\nc: on\nd: off\ne: true\nf: False\n", None)
+    assert data == {"a": "yes", "b": "no", "c": "on", "d": "off", "e": True, "f": False}
+
+
+@pytest.mark.parametrize("path", sorted(
+    [*(Path(__file__).parents[1] / "src" / "callwarden").glob("*/*.yaml"),
+     *(Path(__file__).parents[1] / "bench" / "policies").glob("*.yaml")]),
+    ids=lambda p: p.name)
+def test_shipped_policies_load_and_their_examples_pass(path: Path) -> None:
+    Guard.from_file(path)
+
+
+def test_anchors_reused_a_few_times_still_load() -> None:
+    g = Guard.from_yaml("version: 1\nrules:\n  - id: a\n    match: &t {tool: [x, y]}\n"
+                        "  - id: b\n    match: *t\n    effect: ask\n")
+    assert [r.id for r in g.engine.rules] == ["a", "b"]
+
+
+def test_duplicate_key_does_not_hide_other_problems(tmp_path: Path) -> None:
+    policy = tmp_path / "dup.yaml"
+    policy.write_text("version: 1\nfoo: 1\nrules:\n  - id: a\n    effect: deny\n"
+                      "    effect: allow\n  - id: b\n    efect: deny\n")
+    with pytest.raises(PolicyError) as info:
+        Guard.from_file(policy)
+    assert sorted(p.line for p in info.value.problems) == [2, 6, 8]
+
+
+def test_inline_examples_skipped_because_of_other_errors_say_so(tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text("version: 1\nrules:\n  - id: a\n    match: {tool: x}\n    examples:\n"
+                      "      allow: [{tool: x}]\n  - id: b\n    effect: nope\n")
+    with pytest.raises(PolicyError) as info:
+        Guard.from_file(policy)
+    note = info.value.problems[-1]
+    assert "1 inline example(s) not checked" in note.message
+    assert note.line == 6
+
+
+def test_use_imports_a_module_next_to_the_policy_file(tmp_path: Path) -> None:
+    (tmp_path / "cw_next_to_policy.py").write_text(
+        "from callwarden import Verdict\n\ndef no_prod(call, ctx):\n"
+        "    return Verdict.deny('no') if call.args.get('env') == 'prod' else None\n")
+    policy = tmp_path / "p.yaml"
+    policy.write_text("version: 1\nrules:\n  - id: p\n    use: cw_next_to_policy:no_prod\n")
+    before = list(sys.path)
+    g = Guard.from_file(policy)
+    assert g.check("deploy", {"env": "prod"}).effect is Effect.DENY
+    assert sys.path == before
+
+
+def test_use_of_an_unknown_module_hints_at_file_py_and_pythonpath(tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text("version: 1\nrules:\n  - id: p\n    use: cw_nowhere_xyz:fn\n")
+    with pytest.raises(PolicyError) as info:
+        Guard.from_file(policy)
+    hint = info.value.problems[0].hint or ""
+    assert "file.py:Name" in hint and "PYTHONPATH" in hint

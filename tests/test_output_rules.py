@@ -95,3 +95,50 @@ def test_cyclic_output_is_withheld() -> None:
 def test_bad_output_rules_are_policy_errors(rule, fragment) -> None:
     with pytest.raises(PolicyError, match=fragment):
         Guard.from_dict({"version": 1, "rules": [rule]})
+
+
+CAP = {"version": 1, "rules": [{"id": "cap", "on": "output", "max_chars": 100, "effect": "modify"}]}
+
+
+def test_output_cap_bounds_a_list_of_short_strings() -> None:
+    out = Guard.from_dict(CAP).run("t", {}, lambda: ["y" * 50] * 10000)
+    assert out == ["y" * 50, "y" * 50, "… 9,998 more items cut by policy"]
+
+
+def test_output_cap_bounds_the_keys_of_a_dict() -> None:
+    out = Guard.from_dict(CAP).run("t", {}, lambda: {f"key{i}": "v" for i in range(5000)})
+    assert isinstance(out, dict) and len(out) < 40
+    assert out["…"].endswith("more keys cut by policy")
+
+
+def test_output_cap_counts_characters_across_nested_strings_and_keys() -> None:
+    out = Guard.from_dict(CAP).run("t", {}, lambda: {"a": ["x" * 80], "b": "z" * 80})
+    assert out["a"] == ["x" * 80] and out["b"].startswith("z" * 18 + "…")
+    assert "62 more characters cut by policy" in out["b"]
+
+
+def test_output_cap_bounds_a_list_of_numbers() -> None:
+    out = Guard.from_dict(CAP).run("t", {}, lambda: list(range(100000)))
+    assert len(out) < 100 and out[-1].endswith("more items cut by policy")
+
+
+def test_output_under_the_cap_is_returned_unchanged() -> None:
+    result = ["y" * 40, {"k": 1}]
+    assert Guard.from_dict(CAP).run("t", {}, lambda: result) is result
+
+
+def test_adapters_apply_the_total_output_cap() -> None:
+    from callwarden.adapters import Enforcer
+
+    enforcer = Enforcer(CAP, framework="test")
+    shown, halt = enforcer.run(enforcer.check("t", {}), lambda: ["y" * 50] * 10000)
+    assert not halt and len(shown) == 3
+
+
+def test_argument_cap_is_per_argument_total() -> None:
+    guard = Guard.from_dict({"version": 1, "default": "allow", "rules": [
+        {"id": "cap", "max_chars": 10, "effect": "modify"}]})
+    args = guard.check("t", {"path": "a.txt", "lines": ["a" * 8, "b" * 8, "c"]}).args
+    assert args["path"] == "a.txt"
+    assert args["lines"] == ("a" * 8, "bb… [6 more characters cut by policy]",
+                             "… 1 more item cut by policy")

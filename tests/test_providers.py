@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from callwarden import Decision, Effect, Guard, Verdict, policy
+from callwarden import Decision, Effect, FrozenDict, Guard, Verdict, policy
 
 PROVIDERS = Path(__file__).parent / "fixtures" / "providers"
 sys.path.insert(0, str(PROVIDERS))
@@ -202,3 +203,91 @@ def test_on_error_allow_ignores_the_failed_rule_but_never_overrides_default_deny
     d = g.check("t", {})
     assert d.effect is Effect.DENY and d.rule == "default"
     assert any(r.code == "policy_error" for r in d.reasons)
+
+
+def test_acheck_runs_a_sync_policy_function_off_the_event_loop() -> None:
+    started, loop_ran = threading.Event(), threading.Event()
+    seen = []
+
+    @policy
+    def waits_for_the_loop(call):
+        started.set()
+        seen.append(loop_ran.wait(3))  # the loop can only set it if the policy does not block it
+
+    async def main() -> None:
+        async def other_task() -> None:
+            while not started.is_set():
+                await asyncio.sleep(0)
+            loop_ran.set()
+
+        await asyncio.gather(Guard(policies=[waits_for_the_loop], timeout="10s").acheck("t", {}),
+                             other_task())
+
+    asyncio.run(main())
+    assert seen == [True]
+
+
+def test_acheck_decides_at_the_deadline_while_a_sync_policy_function_hangs() -> None:
+    release, finished = threading.Event(), threading.Event()
+
+    @policy
+    def hangs(call):
+        release.wait(3)
+        finished.set()
+
+    try:
+        d = asyncio.run(Guard(policies=[hangs], timeout="100ms").acheck("t", {}))
+        assert not finished.is_set()  # returned before the 3 s wait ended
+    finally:
+        release.set()
+    assert d.effect is Effect.DENY
+    assert d.reasons[0].code == "policy_timeout"
+
+
+def _cyclic() -> dict:
+    node: dict = {}
+    node["self"] = node
+    return node
+
+
+def _deep(levels: int) -> dict:
+    root: dict = {}
+    node = root
+    for _ in range(levels):
+        node["x"] = {}
+        node = node["x"]
+    return root
+
+
+@pytest.mark.parametrize("bad", ["x", [1, 2], 42, _cyclic(), _deep(100)],
+                         ids=["string", "list", "int", "cyclic", "100-deep"])
+def test_mutate_policy_returning_unusable_args_fails_closed_naming_the_rule(bad) -> None:
+    @policy(phase="mutate")
+    def bad_rewrite(call):
+        return Verdict.modify(bad)
+
+    for d in both(Guard(policies=[bad_rewrite]), "t", {"a": 1}):
+        assert d.effect is Effect.DENY
+        assert d.reasons[0].code == "policy_invalid_result"
+        assert "bad_rewrite" in d.reasons[0].message
+        assert dict(d.args) == {"a": 1}
+
+
+def test_mutate_policy_returning_unusable_args_follows_on_error() -> None:
+    @policy(phase="mutate")
+    def bad_rewrite(call):
+        return Verdict.modify([1, 2])
+
+    assert Guard(policies=[bad_rewrite], on_error="halt").check("t", {}).effect is Effect.HALT
+
+
+def test_mutate_policy_rewrite_is_refrozen_even_when_built_as_a_frozen_dict() -> None:
+    live = [1]
+
+    @policy(phase="mutate")
+    def rewrite(call):
+        return Verdict.modify(FrozenDict({"items": live}))
+
+    d = Guard(policies=[rewrite]).check("t", {})
+    live.append(2)
+    assert d.args["items"] == (1,)

@@ -81,3 +81,10 @@ def test_limits_block_loads_and_limits(workdir: Path) -> None:
     assert guard.check("send_email", {}, session="s").effect == "ask"
     assert (workdir / "state.db").exists()
     guard.engine.store.close()
+
+
+def test_output_rules_block_loads_and_cuts_a_long_list(workdir: Path) -> None:
+    body = next(body for name, body in blocks("yaml") if "on: output" in body and not name)
+    guard = Guard.from_yaml("version: 1\n" + body)
+    out = guard.run("read_file", {"path": "x"}, lambda path: ["y" * 50] * 10000)
+    assert out[-1] == "… 9,600 more items cut by policy"

@@ -374,3 +374,12 @@ def test_bad_config_names_the_key(config: dict[str, Any], key: str) -> None:
 def test_config_that_is_not_a_mapping_is_rejected() -> None:
     with pytest.raises(ConfigError):
         UrlMatcher(["example.com"], CompileEnv())
+
+
+def test_allow_loopback_lets_localhost_through_block_private() -> None:
+    assert UrlMatcher({"allow_loopback": True}).check_url("http://127.0.0.1:8000/") is None
+
+
+def test_allow_loopback_still_blocks_cloud_metadata() -> None:
+    hit = UrlMatcher({"allow_loopback": True}).check_url("http://169.254.169.254/latest/")
+    assert hit is not None and hit.code == "url.private_address"

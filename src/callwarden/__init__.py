@@ -4,7 +4,7 @@ One policy file, every framework: each call is allowed, rewritten, denied with a
 model can act on, sent to a human, or halts the run — and the decision says which rule decided.
 """
 
-from callwarden._call import FrozenDict, ToolCall, freeze, thaw
+from callwarden._call import FrozenDict, Opaque, ToolCall, freeze, thaw
 from callwarden._combine import FirstMatch, StrictestWins
 from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
 from callwarden._guard import Guard
@@ -64,6 +64,7 @@ __all__ = [
     "Hit",
     "InvalidCall",
     "Mode",
+    "Opaque",
     "Policy",
     "PolicyError",
     "Problem",

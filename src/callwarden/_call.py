@@ -3,24 +3,38 @@
 from __future__ import annotations
 
 import copy
+import datetime
+import decimal
+import enum
+import fractions
 import itertools
 import json
 import os
+import pathlib
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from callwarden.exceptions import InvalidCall
 
 __all__ = [
-    "MAX_ARG_DEPTH", "FrozenDict", "ToolCall", "freeze", "freeze_args", "new_id", "parse_args",
-    "snapshot", "thaw",
+    "MAX_ARG_DEPTH", "FrozenDict", "Opaque", "ToolCall", "freeze", "freeze_args", "new_id",
+    "parse_args", "snapshot", "thaw",
 ]
 
 MAX_ARG_DEPTH = 64
 
 _SCALARS = (str, int, float, bool, type(None), bytes)
 _SCALAR_TYPES = frozenset(_SCALARS)
+# Values that cannot change once built: kept as they are. Exact types only — a subclass may add
+# mutable state.
+_IMMUTABLE_TYPES = frozenset({
+    complex, range, datetime.date, datetime.datetime, datetime.time, datetime.timedelta,
+    datetime.timezone, decimal.Decimal, fractions.Fraction, uuid.UUID, pathlib.PurePosixPath,
+    pathlib.PureWindowsPath, pathlib.PosixPath, pathlib.WindowsPath,
+})
+_KEPT = (*_SCALARS, enum.Enum)
 _PREFIX = os.urandom(4).hex()
 _COUNTER = itertools.count(1)
 
@@ -59,8 +73,60 @@ class FrozenDict(dict[str, Any]):
         return f"FrozenDict({dict.__repr__(self)})"
 
 
+class Opaque:
+    """An argument value callwarden cannot freeze (any object other than plain data).
+
+    The snapshot holds a private deep copy, so neither the caller, a policy nor the tool can
+    change what the decision recorded: policies that need to look inside call ``unwrap()``,
+    which returns a fresh copy each time, and ``thaw`` (hence ``run``) hands the tool a fresh
+    copy too. An object that cannot be deep-copied (a lock, a socket) is kept by reference.
+    Its ``repr`` is the object's, taken when the call was snapshotted.
+    """
+
+    __slots__ = ("_repr", "_value", "type_name")
+
+    def __init__(self, value: Any) -> None:
+        try:
+            self._value = copy.deepcopy(value)
+        except Exception:
+            self._value = value
+        try:
+            self._repr = repr(value)[:1000]
+        except Exception:
+            self._repr = f"<unrepresentable {type(value).__name__}>"
+        #: The qualified name of the object's type.
+        self.type_name = f"{type(value).__module__}.{type(value).__qualname__}"
+
+    def unwrap(self) -> Any:
+        """Returns a fresh deep copy of the object (the object itself if it cannot be copied)."""
+        try:
+            return copy.deepcopy(self._value)
+        except Exception:
+            return self._value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if hasattr(self, "type_name"):
+            raise AttributeError("Opaque values are read-only; unwrap() returns a copy")
+        object.__setattr__(self, name, value)
+
+    def __copy__(self) -> Opaque:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Opaque:
+        return self
+
+    def __repr__(self) -> str:
+        return self._repr
+
+
 def freeze(value: Any, *, max_depth: int = MAX_ARG_DEPTH) -> Any:
     """Deep-copies ``value`` into read-only containers (FrozenDict, tuple).
+
+    Plain data (str, int, float, bool, None, bytes) and immutable values (dates, Decimal, UUID,
+    paths, enums...) are kept; a ``bytearray`` or ``memoryview`` becomes ``bytes``; mappings
+    (a FrozenDict too: its contents are frozen again) become FrozenDicts with string keys;
+    lists, tuples and sets become tuples; any other object becomes an ``Opaque`` holding a
+    private deep copy.
 
     Raises:
         InvalidCall: on a reference cycle or nesting deeper than ``max_depth``.
@@ -82,8 +148,12 @@ def freeze_args(args: Any, max_depth: int = MAX_ARG_DEPTH) -> FrozenDict:
 
 
 def _freeze(value: Any, depth: int, max_depth: int, path: set[int]) -> Any:
-    if type(value) in _SCALAR_TYPES or type(value) is FrozenDict or isinstance(value, _SCALARS):
+    kind = type(value)
+    if kind in _SCALAR_TYPES or kind in _IMMUTABLE_TYPES or kind is Opaque or isinstance(
+            value, _KEPT):
         return value
+    if kind is bytearray or kind is memoryview:
+        return bytes(value)
     if depth >= max_depth:
         raise InvalidCall(
             f"arguments are nested deeper than {max_depth} levels", code="args_too_deep"
@@ -100,22 +170,23 @@ def _freeze(value: Any, depth: int, max_depth: int, path: set[int]) -> Any:
             )
         if isinstance(value, list | tuple | set | frozenset):
             return tuple(_freeze(v, depth + 1, max_depth, path) for v in value)
-        try:
-            return copy.deepcopy(value)
-        except Exception:
-            # An object that cannot be copied (a lock, a socket) is kept by reference: the
-            # decision still records its repr, and no rule can see inside it anyway.
-            return value
+        return Opaque(value)
     finally:
         path.discard(ident)
 
 
 def thaw(value: Any) -> Any:
-    """Returns a fresh, mutable deep copy of frozen arguments, for handing to a tool."""
+    """Returns a fresh, mutable deep copy of frozen arguments, for handing to a tool.
+
+    Dicts and tuples become dicts and lists; an ``Opaque`` becomes a fresh copy of its object,
+    so a tool cannot change what the decision recorded.
+    """
     if isinstance(value, dict):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, tuple):
         return [thaw(v) for v in value]
+    if type(value) is Opaque:
+        return value.unwrap()
     return value
 
 
@@ -233,6 +304,21 @@ class ToolCall(_ToolCallFields):
 _EMPTY = FrozenDict()
 
 
+def _identity_fields(*values: Any) -> tuple[Any, ...]:
+    """Checks the who/where fields of a call: strings (a str subclass becomes a plain str) or
+    None; anything else is an InvalidCall, so it can never reach rule matching or a record."""
+    out = []
+    for name, value in zip(("call_id", "agent", "session", "principal", "framework"), values,
+                           strict=True):
+        if isinstance(value, str):
+            value = str.__str__(value)
+        elif value is not None or name == "call_id":
+            raise InvalidCall(f"{name} must be a string or None, not {type(value).__name__}",
+                              code="invalid_call_field")
+        out.append(value)
+    return tuple(out)
+
+
 def snapshot(tool: Any, args: Any, call_id: str, agent: str | None, session: str | None,
              principal: str | None, framework: str | None, context: Mapping[str, Any] | None,
              max_depth: int = MAX_ARG_DEPTH) -> ToolCall:
@@ -244,6 +330,11 @@ def snapshot(tool: Any, args: Any, call_id: str, agent: str | None, session: str
     if type(tool) is not str or not tool:
         raise InvalidCall(f"tool name must be a non-empty string, got {tool!r:.80}",
                           code="invalid_tool")
+    if not ((agent is None or type(agent) is str) and (session is None or type(session) is str)
+            and (principal is None or type(principal) is str)
+            and (framework is None or type(framework) is str) and type(call_id) is str):
+        call_id, agent, session, principal, framework = _identity_fields(
+            call_id, agent, session, principal, framework)
     if type(args) is dict:
         # A flat dict of plain values (most calls) is copied as is; anything else is walked.
         for key, value in args.items():

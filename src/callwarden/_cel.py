@@ -46,7 +46,8 @@ _NON_STRING_FUNCS = frozenset({"size", "has", "all", "exists", "exists_one", "fi
 # looser than ``in`` (or close a group), so ``x in lists.a == y`` is ``(x in lists.a) == y``.
 _AFTER_IN_OPERAND = frozenset({None, ")", "]", "}", ",", "&&", "||", "?", ":", "==", "!=", "<",
                                "<=", ">", ">=", "in"})
-_EMPTY_HISTORY: Mapping[str, Any] = {"count": 0, "tools": {}}
+_EMPTY_HISTORY: Mapping[str, Any] = {"count": 0, "tools": {}, "attempts": {}, "effects": {},
+                                     "tool_effects": {}, "last_time_by_tool": {}}
 _MAX_WALK_DEPTH = 100
 _HINT = ("CEL looks like: args.amount > 100 && tool.startsWith(\"mcp__pay\"); quote the whole "
          "expression in YAML; variables: " + ", ".join(VARIABLES))

@@ -21,9 +21,11 @@ from __future__ import annotations
 import base64
 import binascii
 import difflib
+import itertools
 import json
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -265,10 +267,12 @@ class DetectorSet:
     Build one once (at policy compile time) and reuse it: construction builds the prefilter.
     """
 
-    __slots__ = ("_always", "_anchor", "_anchors", "_ci", "detectors", "names")
+    __slots__ = ("_always", "_anchor", "_anchors", "_ci", "_decode", "detectors", "names")
 
     def __init__(self, detectors: Iterable[Detector]) -> None:
         self.detectors: tuple[Detector, ...] = tuple(detectors)
+        # Secrets get base64-encoded to slip past filters; personal data rarely is.
+        self._decode = any(d.category == "secret" for d in self.detectors)
         self.names: tuple[str, ...] = tuple(d.name for d in self.detectors)
         always: list[int] = []
         by_keyword: dict[str, list[int]] = {}
@@ -332,7 +336,33 @@ class DetectorSet:
         return sorted(active)
 
     def scan(self, text: str) -> Findings:
-        """Returns the merged, position-ordered findings in ``text`` (no path)."""
+        """Returns the merged, position-ordered findings in ``text`` (no path).
+
+        Also sees through two disguises: text is NFKC-folded with invisible format characters
+        removed (a zero-width space inside a token, fullwidth letters), and base64 blobs
+        that decode to text are scanned decoded (a finding there covers the whole blob).
+        """
+        out = self._scan_plain(text)
+        extra: list[Finding] = []
+        if not text.isascii() and (_INVISIBLE_RE.search(text) is not None
+                                   or not unicodedata.is_normalized("NFKC", text)):
+            folded, where = _fold(text)
+            for f in self._scan_plain(folded):
+                end = where[f.end - 1] + 1
+                extra.append(Finding(f.detector, f.category, where[f.start], end))
+        if self._decode and len(text) >= _B64_MIN:
+            for start, end, decoded in _b64_blobs(text):
+                found = self._scan_plain(decoded)
+                if found:
+                    extra.append(Finding(found[0].detector, found[0].category, start, end))
+        if extra:
+            for f in extra:
+                if not any(o.start < f.end and f.start < o.end for o in out):
+                    out.append(f)
+            out.sort(key=lambda f: f.start)
+        return out
+
+    def _scan_plain(self, text: str) -> Findings:
         out = Findings()
         spans: list[tuple[int, int, int]] = []
         for i in self._active(text):
@@ -360,6 +390,74 @@ class DetectorSet:
     def _finding(self, start: int, end: int, i: int) -> Finding:
         d = self.detectors[i]
         return Finding(d.name, d.category, start, end)
+
+
+# Invisible characters an attacker can put inside a token: format characters (Cf: zero-width
+# space/joiner, soft hyphen, bidi marks, word joiner, BOM) and variation selectors.
+_INVISIBLE = frozenset(
+    chr(c) for c in itertools.chain(range(0x200B, 0x2010), range(0x202A, 0x202F),
+                                    range(0x2060, 0x2065), range(0xFE00, 0xFE10),
+                                    (0x00AD, 0x034F, 0x061C, 0x180E, 0xFEFF)))
+_INVISIBLE_RE = re.compile("[" + "".join(sorted(_INVISIBLE)) + "]")
+_B64_MIN = 20
+_B64_MAX_BLOBS = 64
+_B64_TOKEN = re.compile(r"[A-Za-z0-9+/]{20,8192}={0,2}")
+_TOKEN_EDGES = "\"'`,;:()[]{}<>"
+
+
+def _b64_blobs(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, decoded text) of the whitespace-separated base64 tokens that decode to
+    printable text: where an encoded secret sits in a command line, a value or a message.
+    Splitting on whitespace is C-fast; a regex over every position cost more than the scan."""
+    count = 0
+    pos = 0
+    for word in text.split():
+        if len(word) < _B64_MIN:
+            continue
+        token = word.strip(_TOKEN_EDGES)
+        if _B64_TOKEN.fullmatch(token) is None:
+            continue
+        count += 1
+        if count > _B64_MAX_BLOBS:
+            return
+        decoded = _b64_text(token)
+        start = text.find(token, pos)
+        if start < 0:
+            continue
+        pos = start + len(token)
+        if decoded is not None:
+            yield start, pos, decoded
+
+
+def _fold(text: str) -> tuple[str, list[int]]:
+    """NFKC per character with invisible characters dropped, and each output char's source."""
+    chars: list[str] = []
+    where: list[int] = []
+    for i, ch in enumerate(text):
+        if ch.isascii():
+            chars.append(ch)
+            where.append(i)
+            continue
+        if ch in _INVISIBLE or unicodedata.category(ch) == "Cf":
+            continue
+        for out in unicodedata.normalize("NFKC", ch):
+            chars.append(out)
+            where.append(i)
+    return "".join(chars), where
+
+
+def _b64_text(blob: str) -> str | None:
+    """The text a base64 blob encodes, when it is printable text, else None."""
+    if len(blob.rstrip("=")) % 4 == 1 or blob.isalpha() or blob.isdigit():
+        return None
+    try:
+        raw = base64.b64decode(blob + "=" * (-len(blob) % 4), validate=True)
+        decoded = raw.decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if len(decoded) < 12 or not all(c.isprintable() or c in "\n\r\t" for c in decoded):
+        return None
+    return decoded
 
 
 def _rank(c: str) -> int:

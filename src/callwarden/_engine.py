@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from callwarden._call import FrozenDict, ToolCall
-from callwarden._combine import Combiner, Entry, StrictestWins
+from callwarden._combine import Combiner, Entry, FirstMatch, StrictestWins
 from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
 from callwarden._limits import describe_exceeded
 from callwarden._matchers import Subject
-from callwarden._policy import InvalidResult, as_verdict
+from callwarden._policy import FunctionPolicy, InvalidResult, as_verdict
 from callwarden._profiles import ToolProfile, default_profile
 from callwarden._rules import Plan, Rule, RuleIndex, _NameSet, is_glob
+from callwarden.state._base import Counter, HistoryEntry
 
 __all__ = ["Engine", "OutputCheck", "PolicyStep", "Settings", "StoreFailure", "StoreStep", "run_policy_async",
            "run_policy_sync"]
@@ -37,6 +38,7 @@ _new = tuple.__new__  # NamedTuple's generated __new__ is a Python call; this is
 _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=32,
                                                   thread_name_prefix="callwarden-policy")
 
+_NO_LIMIT = 1e300  # the limit of a counter a person approved going over: counted, never hit
 _LAST = 1 << 30  # order of entries that belong to no rule (deadline, state store)
 # Reason codes of verdicts that stand for a failure, not for a rule's opinion.
 _FAILURE_CODES = frozenset({"policy_error", "policy_timeout", "policy_invalid_result",
@@ -115,13 +117,21 @@ class StoreStep:
         self.deadline = deadline
 
     def run(self) -> Any:
+        # The store bounds its own waits by the deadline (passed in kwargs) and writes
+        # nothing once it has passed.
+        if _perf() > self.deadline:
+            return StoreFailure(TimeoutError("the deadline passed before the state store was "
+                                             "reached"))
         try:
             return self.fn(*self.args, **self.kwargs)
         except Exception as e:  # StoreUnavailable, or a store bug: both fail closed
             return StoreFailure(e)
 
     async def arun(self) -> Any:
-        remaining = max(self.deadline - _perf(), 0.001)
+        remaining = self.deadline - _perf()
+        if remaining <= 0:
+            return StoreFailure(TimeoutError("the deadline passed before the state store was "
+                                             "reached"))
         try:
             return await asyncio.wait_for(self.afn(*self.args, **self.kwargs), remaining)
         except TimeoutError:
@@ -255,8 +265,8 @@ class Engine:
         store = self.store
         history_session = call.session if self._records_history else None
         if history_session is not None and plan.history:
-            history = yield StoreStep(store.history, store.ahistory, (history_session,), {},
-                                      deadline)
+            history = yield StoreStep(store.history, store.ahistory, (history_session,),
+                                      {"deadline": deadline}, deadline)
             if isinstance(history, StoreFailure):
                 entries.append(self._store_error(history))
             else:
@@ -274,12 +284,13 @@ class Engine:
                     verdict = self.error_verdict(rule, e)
             if verdict is None:
                 continue
+            if verdict.effect is Effect.MODIFY and verdict.args is not None:
+                verdict = self._frozen_rewrite(rule, verdict)
             mode = rule.mode or settings.mode
             entries.append(_new(Entry, (rule.id, rule.source, verdict, mode, rule.order, True)))
             if (verdict.effect is Effect.MODIFY and mode is Mode.ENFORCE
                     and verdict.args is not None):
-                args = verdict.args if isinstance(verdict.args, FrozenDict) else _freeze(verdict.args)
-                current = current.replace_args(args)
+                current = current.replace_args(verdict.args)
                 subject = Subject(current, profile, {"history": subject.memo["history"]}
                                   if "history" in subject.memo else None)
 
@@ -293,9 +304,11 @@ class Engine:
                     external[id(rule)] = yield PolicyStep(self, rule, subject, deadline)
         self._validate(plan, current, subject, entries, external)
 
+        recorded = False
         if plan.limits:
             # Limits go last: budgets count only calls everything else allows, all of a call's
-            # counters are checked and counted in one atomic store round trip.
+            # counters are checked and counted in one atomic store round trip, together with
+            # the session history when the policy keeps one.
             counters = []
             owners = []
             for rule in plan.limits:
@@ -309,36 +322,180 @@ class Engine:
                     entries.append(Entry(rule.id, rule.source, self.error_verdict(rule, e),
                                          Mode.ENFORCE, rule.order))
                     continue
-                if counter is not None:
-                    counters.append(counter)
-                    owners.append(rule)
+                counters.append(counter)
+                owners.append(rule)
             if counters:
                 assert store is not None
                 now = self.clock()
                 commit = self._preliminary(entries).allows
+                record = None
+                if history_session is not None:
+                    record = self._history_entry(history_session, call, current, profile,
+                                                 entries, owners)
+                    recorded = record is not None
                 states = yield StoreStep(store.consume, store.aconsume, (counters,),
-                                         {"now": now, "commit": commit}, deadline)
+                                         {"now": now, "commit": commit, "deadline": deadline,
+                                          "record": record}, deadline)
                 if isinstance(states, StoreFailure):
                     entries.append(self._store_error(states))
                 else:
                     for rule, state in zip(owners, states, strict=True):
                         if state.exceeded:
-                            text = describe_exceeded(rule.id, rule.limit, state, now=now)
-                            code = "limit.attempts" if rule.limit.kind == "attempts" \
-                                else "limit.exceeded"
-                            entries.append(Entry(
-                                rule.id, rule.source,
-                                Verdict(rule.effect, f"{rule.message} ({text})" if rule.message
-                                        else text[0].upper() + text[1:], code, None, text),
-                                rule.mode or settings.mode, rule.order))
+                            entries.append(self._limit_entry(rule, state, now))
 
         decision = self._decide(call, current, profile, entries, started, decision_id)
-        if history_session is not None:
+        if history_session is not None and not recorded:
             # A failed write only loses history; the next read of it fails closed.
             yield StoreStep(store.record, store.arecord,
                             (history_session, call.tool, decision.effect.value),
-                            {"now": self.clock()}, deadline)
+                            {"now": self.clock(), "deadline": deadline}, deadline)
         return decision
+
+    def _limit_entry(self, rule: Rule, state: Any, now: float) -> Entry:
+        """The entry of a limit the call exceeds, with a message saying when it frees up."""
+        text = describe_exceeded(rule.id, rule.limit, state, now=now)
+        code = "limit.attempts" if rule.limit.kind == "attempts" else "limit.exceeded"
+        return Entry(rule.id, rule.source,
+                     Verdict(rule.effect, f"{rule.message} ({text})" if rule.message
+                             else text[0].upper() + text[1:], code, None, text),
+                     rule.mode or self.settings.mode, rule.order)
+
+    def _history_entry(self, session: str, call: ToolCall, current: ToolCall,
+                       profile: ToolProfile, entries: list[Entry],
+                       owners: list[Rule]) -> HistoryEntry | None:
+        """What the store records for this call, for each outcome of its limits, so that the
+        counters and the history are written in one round trip.
+
+        With the built-in combiners, the effect when several limits are exceeded is the one
+        their dominant limit alone gives (strictest-wins: the strictest; first-match: the
+        first in policy order); each counter carries that effect and its rank. A custom
+        combiner gives None: the engine then records after deciding (a second round trip).
+        """
+        combiner = type(self._combiner)
+        if combiner is not StrictestWins and combiner is not FirstMatch:
+            return None
+        modified = current.args is not call.args
+        ok = self._effect_of(entries, profile, modified)
+        if_exceeded: list[tuple[float, str] | None] = []
+        for rule in owners:
+            mode = rule.mode or self.settings.mode
+            effect = rule.effect
+            if mode is not Mode.ENFORCE or (profile.requires_approval is False
+                                            and effect is Effect.ASK):
+                if_exceeded.append(None)  # it does not take part in the decision
+                continue
+            entry = _new(Entry, (rule.id, rule.source, Verdict(effect), mode, rule.order, True))
+            rank = effect.strictness if combiner is StrictestWins else -rule.order
+            if_exceeded.append((rank, self._effect_of([*entries, entry], profile,
+                                                      modified).value))
+        return HistoryEntry(session, call.tool, ok.value, tuple(if_exceeded))
+
+    def _effect_of(self, entries: list[Entry], profile: ToolProfile, modified: bool) -> Effect:
+        """The effect ``_decide`` gives these entries (before the deadline check)."""
+        if profile.requires_approval is not None:
+            entries = self._apply_profile_approval(profile, entries)
+        chosen = self._combiner.select(
+            [e for e in entries if _decides(e) and e.mode is Mode.ENFORCE])
+        effect = chosen.verdict.effect if chosen is not None else self._default_effect
+        return Effect.MODIFY if effect is Effect.ALLOW and modified else effect
+
+    def count_approved(self, decision: Decision) -> Flow:
+        """Counts a call a person approved (or a remembered grant allowed) against its limits.
+
+        At ``ask`` time limits are only checked (an exceeded one is stricter than the ask and
+        wins, so nobody is asked about a call that could not run anyway). The call counts
+        when the approval is used: this flow checks and counts its budgets and rates
+        atomically, as a call allowed outright would, and records it as ``approved`` in the
+        session history. Attempt caps counted the attempt already; a limit whose ``ask`` the
+        person approved counts without stopping it.
+
+        Returns the decision unchanged, or a deny (halt for a halting limit) when a budget ran
+        out meanwhile or the store failed (``on_error``).
+        """
+        started = _perf()
+        deadline = started + self.settings.timeout
+        call = decision.call
+        current = call if decision.args is call.args else call.replace_args(decision.args)
+        profile, plan = self._plan(call.tool)
+        store = self.store
+        session = call.session if self._records_history else None
+        if (not plan.limits and session is None) or store is None:
+            return decision
+        subject = Subject(current, profile)
+        if plan.history and call.session is not None and any(
+                r.needs_history for r in plan.limits):
+            history = yield StoreStep(store.history, store.ahistory, (call.session,),
+                                      {"deadline": deadline}, deadline)
+            if isinstance(history, StoreFailure):
+                return self._refuse_approved(decision, self._store_error(history))
+            subject.memo["history"] = history.to_cel()
+        approved_over = {m.rule for m in decision.matched
+                         if m.code == "limit.exceeded" and m.effect is Effect.ASK}
+        counters: list[Counter] = []
+        owners: list[Rule] = []
+        for rule in plan.limits:
+            if rule.dynamic is not None and not rule.dynamic(call):
+                continue
+            try:
+                if not rule.applies(subject):
+                    continue
+                counter = rule.limit.counter(rule.id, current)
+            except Exception as e:
+                return self._refuse_approved(decision, Entry(
+                    rule.id, rule.source, self.error_verdict(rule, e), Mode.ENFORCE, rule.order))
+            if counter.always:
+                continue  # attempt caps counted this call when it was asked
+            if rule.id in approved_over:
+                # The person approved going over this limit: count it, never stop on it.
+                counter = Counter(counter.key, _NO_LIMIT, counter.window, counter.weight)
+            counters.append(counter)
+            owners.append(rule)
+        if not counters and session is None:
+            return decision
+        record = None
+        if session is not None:
+            if_exceeded = tuple((float(_refusal(r).strictness), _refusal(r).value)
+                                for r in owners)
+            record = HistoryEntry(session, call.tool, "approved", if_exceeded)
+        now = self.clock()
+        states = yield StoreStep(store.consume, store.aconsume, (counters,),
+                                 {"now": now, "commit": True, "deadline": deadline,
+                                  "record": record}, deadline)
+        if isinstance(states, StoreFailure):
+            return self._refuse_approved(decision, self._store_error(states))
+        for rule, state in zip(owners, states, strict=True):
+            if state.exceeded and (rule.mode or self.settings.mode) is Mode.ENFORCE:
+                entry = self._limit_entry(rule, state, now)
+                refusal = entry.verdict._replace(effect=_refusal(rule))
+                return self._refuse_approved(decision, entry._replace(verdict=refusal))
+        return decision
+
+    def _refuse_approved(self, decision: Decision, entry: Entry) -> Decision:
+        verdict = entry.verdict
+        effect = verdict.effect
+        if effect is Effect.ALLOW:  # on_error: allow ignores the failure
+            return decision
+        if effect is Effect.ASK or effect is Effect.MODIFY:
+            effect = Effect.DENY  # asking again after an approval would loop
+        text = verdict.detail or verdict.message or entry.rule
+        reason = Reason(verdict.code or "limit.exceeded", text, entry.rule)
+        match = RuleMatch(entry.rule, entry.source, effect, entry.mode, reason.code, text)
+        message = _message(effect, decision.call.tool, entry, (reason,))
+        return decision._replace(effect=effect, args=decision.call.args,
+                                 reasons=(reason, *decision.reasons), rule=entry.rule,
+                                 source=entry.source, matched=(*decision.matched, match),
+                                 message=message)
+
+    def _frozen_rewrite(self, rule: Rule, verdict: Verdict) -> Verdict:
+        """The modify verdict with its arguments frozen, or the rule's ``on_error`` verdict
+        when they are not a JSON object of acceptable values (a cycle, too deep...)."""
+        if rule.policy is None and type(verdict.args) is FrozenDict:
+            return verdict  # built-in rewrites are frozen already
+        try:
+            return verdict._replace(args=_freeze(verdict.args))
+        except Exception as e:  # InvalidCall, or a mapping whose items() raise
+            return self.error_verdict(rule, InvalidResult(
+                f"returned arguments that cannot be used: {str(e) or type(e).__name__}"))
 
     def _validate(self, plan: Plan, current: ToolCall, subject: Subject, entries: list[Entry],
                   external: dict[int, Verdict | None] | None) -> None:
@@ -454,11 +611,14 @@ class Engine:
                 entries: list[Entry], started: float, decision_id: str) -> Decision:
         settings = self.settings
         now = _perf()
-        if now > started + settings.timeout:
+        if now > started + settings.timeout and not any(
+                e.verdict.code == "policy_timeout" for e in entries):
+            # An overrun no rule accounts for. When a rule timed out, its own entry carries the
+            # failure in that rule's mode (an observe rule that hangs must not deny).
             entries.append(Entry("deadline", None, Verdict(
                 settings.on_error,
                 f"the decision took longer than its {settings.timeout * 1000:.0f} ms deadline",
-                "policy_timeout"), Mode.ENFORCE, _LAST))
+                "policy_timeout"), settings.mode, _LAST))
         if not entries and profile.requires_approval is None:
             # Nobody had an opinion: the default decides (the common case, kept short).
             effect = self._default_effect
@@ -521,11 +681,12 @@ class Engine:
                 f"tools.{profile.name}", profile.source,
                 Verdict(Effect.ASK, None, "requires_approval",
                         detail=f"tool '{profile.name}' requires approval"),
-                Mode.ENFORCE, -1)]
-        # requires_approval: false exempts the tool from ask rules (kept for attribution).
+                self.settings.mode, -1)]
+        # requires_approval: false exempts the tool from ask rules (kept for attribution);
+        # never from a failure under ``on_error: ask``: an error must not become an allow.
         return [
             Entry(e.rule, e.source, e.verdict, e.mode, e.order, decisive=False)
-            if e.verdict.effect is Effect.ASK else e
+            if e.verdict.effect is Effect.ASK and e.verdict.code not in _FAILURE_CODES else e
             for e in entries
         ]
 
@@ -546,6 +707,11 @@ class Engine:
         if chosen is None and effect is not Effect.MODIFY:
             reasons.extend(self._default_reasons)
         return tuple(reasons)
+
+
+def _refusal(rule: Rule) -> Effect:
+    """What an approved call that went over this limit gets: halt for a halting limit."""
+    return Effect.HALT if rule.effect is Effect.HALT else Effect.DENY
 
 
 def _by_order(entry: Entry) -> int:
@@ -618,7 +784,10 @@ async def run_policy_async(engine: Engine, rule: Rule, subject: Subject,
         return engine.error_verdict(rule, None)
     target = rule.policy
     try:
-        if hasattr(target, "aevaluate"):
+        # A sync @policy function would block the event loop past the deadline if awaited
+        # through aevaluate: it runs on a worker thread like any sync provider.
+        if hasattr(target, "aevaluate") and not (
+                isinstance(target, FunctionPolicy) and not target.is_async):
             result = await asyncio.wait_for(target.aevaluate(subject.call, subject), remaining)
             return as_verdict(result)
         loop = asyncio.get_running_loop()

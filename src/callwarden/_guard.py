@@ -70,12 +70,7 @@ class Guard:
             spec["tools"] = dict(tools)
         if name:
             spec["name"] = name
-        store = state
-        if isinstance(state, str):
-            from callwarden.state import open_store
-
-            store = open_store(state)
-        self._engine = compile_policy(spec, extra_policies=policies, store=store, clock=clock)
+        self._engine = compile_policy(spec, extra_policies=policies, store=state, clock=clock)
         self.source: str | None = None
         self._auditor: Any = audit
         self._approvals: Any = None
@@ -136,7 +131,13 @@ class Guard:
     def from_dict(cls, policy: Mapping[str, Any], *, base_dir: str | Path | None = None,
                   policies: Sequence[Any] = (), check_examples: bool = True, state: Any = None,
                   clock: Callable[[], float] | None = None) -> Guard:
-        """Builds a guard from a policy already parsed into a dict (same keys as the file)."""
+        """Builds a guard from a policy already parsed into a dict (same keys as the file).
+
+        ``state`` is a ``StateStore`` or a store URL; it replaces the policy's ``state:``.
+
+        Raises:
+            PolicyError: listing every problem, a state URL that cannot be opened included.
+        """
         from callwarden._loader import compile_policy
 
         engine = compile_policy(policy, base_dir=Path(base_dir) if base_dir else None,
@@ -175,7 +176,8 @@ class Guard:
     def _invalid(self, tool: Any, error: InvalidCall, fields: dict[str, Any], started: float,
                  decision_id: str) -> Decision:
         name = tool if isinstance(tool, str) and tool else "<invalid>"
-        text = {k: (v if isinstance(v, str) or v is None else str(v)) for k, v in fields.items()}
+        # Only strings are recorded: an invalid field is dropped (the reason names it).
+        text = {k: str.__str__(v) if isinstance(v, str) else None for k, v in fields.items()}
         call = ToolCall(name[:200], FrozenDict(), text["call_id"] or decision_id, text["agent"],
                         text["session"], text["principal"], text["framework"])
         reason = Reason(error.code, str(error), "input")
@@ -233,13 +235,7 @@ class Guard:
                 except AuditError as e:
                     return _audit_failed(decision, e)
             return decision
-        flow = self._engine.flow(call, started, decision_id)
-        try:
-            step = next(flow)
-            while True:
-                step = flow.send(step.run())
-        except StopIteration as done:
-            decided: Decision = done.value
+        decided = _drive(self._engine.flow(call, started, decision_id))
         if self._auditor is not None:
             try:
                 self._auditor.decision(decided)
@@ -269,6 +265,21 @@ class Guard:
                 return _audit_failed(decision, e)
         return decision
 
+    def _count_approved(self, decision: Decision) -> Decision:
+        """Counts an approved call against its limits (see ``Engine.count_approved``)."""
+        return _drive(self._engine.count_approved(decision))
+
+    async def _acount_approved(self, decision: Decision) -> Decision:
+        """Async twin of ``_count_approved``."""
+        flow = self._engine.count_approved(decision)
+        try:
+            step = next(flow)
+            while True:
+                step = flow.send(await step.arun())
+        except StopIteration as done:
+            counted: Decision = done.value
+        return counted
+
     # -- running ----------------------------------------------------------------------------
 
     def run(self, tool: str, args: Any, fn: Callable[..., Any], *, approver: Any = None,
@@ -294,7 +305,12 @@ class Guard:
         _raise_unless_allowed(decision)
         started = _perf()
         try:
-            result = fn(**thaw(decision.args))
+            result = _call_tool(fn, decision)
+            if inspect.iscoroutine(result):
+                result.close()  # never awaited: close it so Python does not warn
+                raise TypeError(
+                    f"the tool for '{decision.call.tool}' is async: guard.run cannot await it; "
+                    "use 'await guard.arun(...)' instead")
         except BaseException as e:
             if self._auditor is not None:
                 self._auditor.outcome(decision, "error", _perf() - started,
@@ -339,7 +355,7 @@ class Guard:
         _raise_unless_allowed(decision)
         started = _perf()
         try:
-            result = fn(**thaw(decision.args))
+            result = _call_tool(fn, decision)
             if inspect.isawaitable(result):
                 result = await result
         except BaseException as e:
@@ -365,55 +381,128 @@ class Guard:
     def protect(self, fn: F | None = None, *, tool: str | None = None, **context: Any) -> Any:
         """Decorator guarding a plain function (sync or async) as a tool named after it.
 
-        The function's bound arguments are the call's arguments; it runs with the effective
-        (possibly rewritten) arguments, or raises ``ToolDenied``.
+        The call's arguments are the function's bound arguments by parameter name, defaults
+        applied: ``*args`` as a list under its name, ``**kwargs`` merged in, and the ``self`` /
+        ``cls`` of a method left out (a first parameter named so is the receiver, passed
+        through untouched). The function runs, or ``ToolDenied`` is raised; it receives the
+        caller's own objects (the decision records a copy), except arguments a policy
+        rewrote, which it receives as the effective values.
         """
 
         def decorate(f: F) -> F:
             name = tool or f.__name__
             signature = inspect.signature(f)
+            params = list(signature.parameters.values())
+            receiver = params[0].name if params and params[0].name in ("self", "cls") and \
+                params[0].kind in (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD) else None
+            # With *args, the parameters before it can only be passed by position.
+            by_position = {p.name for p in params if p.kind is _POSITIONAL_ONLY or (
+                p.kind is _POSITIONAL_OR_KEYWORD and any(q.kind is _VAR_POSITIONAL
+                                                          for q in params))}
 
-            def to_args(a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+            def to_args(a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
                 bound = signature.bind(*a, **kw)
                 bound.apply_defaults()
                 out: dict[str, Any] = {}
+                target = None
                 for pname, value in bound.arguments.items():
                     kind = signature.parameters[pname].kind
-                    if kind is inspect.Parameter.VAR_KEYWORD:
+                    if pname == receiver:
+                        target = value
+                    elif kind is inspect.Parameter.VAR_KEYWORD:
                         out.update(value)
                     else:
                         out[pname] = value
-                return out
+                return target, out
 
-            def invoke(effective: dict[str, Any]) -> Any:
+            def invoke(effective: dict[str, Any], target: Any) -> Any:
                 positional: list[Any] = []
-                keywords: dict[str, Any] = {}
-                for pname, param in signature.parameters.items():
-                    if param.kind is inspect.Parameter.POSITIONAL_ONLY:
-                        positional.append(effective.pop(pname))
-                    elif param.kind is inspect.Parameter.VAR_POSITIONAL:
+                for param in params:
+                    pname = param.name
+                    if pname == receiver:
+                        positional.append(target)
+                    elif pname in by_position:
+                        if pname in effective:
+                            positional.append(effective.pop(pname))
+                    elif param.kind is _VAR_POSITIONAL:
                         positional.extend(effective.pop(pname, ()))
-                keywords.update(effective)
-                return f(*positional, **keywords)
+                return f(*positional, **effective)
 
             if inspect.iscoroutinefunction(f):
                 @functools.wraps(f)
                 async def async_wrapper(*a: Any, **kw: Any) -> Any:
-                    return await self.arun(name, to_args(a, kw), _kwargs_caller(invoke), **context)
+                    target, args = to_args(a, kw)
+                    return await self.arun(name, args, _ProtectedCall(invoke, args, target),
+                                           **context)
 
                 return async_wrapper  # type: ignore[return-value]
 
             @functools.wraps(f)
             def wrapper(*a: Any, **kw: Any) -> Any:
-                return self.run(name, to_args(a, kw), _kwargs_caller(invoke), **context)
+                target, args = to_args(a, kw)
+                return self.run(name, args, _ProtectedCall(invoke, args, target), **context)
 
             return wrapper  # type: ignore[return-value]
 
         return decorate(fn) if fn is not None else decorate
 
 
-def _kwargs_caller(invoke: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
-    return lambda **effective: invoke(effective)
+def _drive(flow: Flow) -> Decision:
+    """Runs a decision flow synchronously: each step under its deadline."""
+    try:
+        step = next(flow)
+        while True:
+            step = flow.send(step.run())
+    except StopIteration as done:
+        decided: Decision = done.value
+    return decided
+
+
+_POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
+_POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
+_VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
+_MISSING = object()
+
+
+class _ProtectedCall:
+    """One call of a ``@guard.protect`` function, holding the caller's own argument objects."""
+
+    __slots__ = ("invoke", "originals", "target")
+
+    def __init__(self, invoke: Callable[[dict[str, Any], Any], Any], originals: dict[str, Any],
+                 target: Any) -> None:
+        self.invoke = invoke
+        self.originals = originals
+        self.target = target
+
+    def __call__(self, decision: Decision) -> Any:
+        """Calls the function: an argument the decision left as asked is the caller's object,
+        a rewritten one is a fresh copy of its effective value."""
+        recorded = decision.call.args
+        originals = self.originals
+        effective: dict[str, Any] = {}
+        for key, value in decision.args.items():
+            if key in originals and _unchanged(recorded.get(key, _MISSING), value):
+                effective[key] = originals[key]
+            else:
+                effective[key] = thaw(value)
+        return self.invoke(effective, self.target)
+
+
+def _unchanged(asked: Any, effective: Any) -> bool:
+    if asked is effective:
+        return True
+    try:
+        return type(asked) is type(effective) and bool(asked == effective)
+    except Exception:  # a value that refuses comparison counts as rewritten
+        return False
+
+
+def _call_tool(fn: Callable[..., Any], decision: Decision) -> Any:
+    """Calls a tool with the effective arguments, as fresh copies the tool may change."""
+    if type(fn) is _ProtectedCall:
+        return fn(decision)
+    return fn(**thaw(decision.args))
 
 
 def _audit_failed(decision: Decision, error: AuditError) -> Decision:

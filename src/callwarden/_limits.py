@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +27,10 @@ from callwarden._matchers import ConfigError
 from callwarden._units import parse_duration
 from callwarden.state import Counter, CounterState
 
-__all__ = ["PER_FIELDS", "LimitSpec", "describe_exceeded"]
+__all__ = ["MAX_WINDOW", "PER_FIELDS", "LimitSpec", "describe_exceeded"]
+
+MAX_WINDOW = 10 * 365.25 * 86400.0
+"""The longest window a limit may have (10 years): stores keep expiry times in milliseconds."""
 
 PER_FIELDS = ("session", "agent", "principal", "tool", "framework", "args")
 _KEYS = ("calls", "attempts", "sum", "max", "window", "per")
@@ -75,14 +79,23 @@ class LimitSpec:
                                   hint=f"write {kind}: N instead")
             limit = config[kind]
             key = kind
-        if isinstance(limit, bool) or not isinstance(limit, int | float) or limit < 0:
-            raise ConfigError("must be a number of zero or more", key=key)
+        if (isinstance(limit, bool) or not isinstance(limit, int | float)
+                or not math.isfinite(limit) or limit < 0):
+            raise ConfigError("must be a finite number of zero or more", key=key,
+                              hint="infinity or NaN would deny every call; omit the rule "
+                                   "for no limit")
         window = None
         if "window" in config:
             try:
                 window = parse_duration(config["window"])
             except ValueError as e:
                 raise ConfigError(str(e), key="window") from e
+            if not math.isfinite(window):
+                raise ConfigError("must be a finite duration", key="window",
+                                  hint="omit 'window' to count forever")
+            if window > MAX_WINDOW:
+                raise ConfigError(f"{config['window']!r} is longer than 10 years", key="window",
+                                  hint="omit 'window' to count forever")
         per_raw = config.get("per", ())
         per = (per_raw,) if isinstance(per_raw, str) else tuple(per_raw)
         for field in per:
@@ -91,13 +104,18 @@ class LimitSpec:
                                   hint=f"use any of {', '.join(PER_FIELDS)} (or omit: global)")
         return cls(kind, float(limit), window, per, weight_path)
 
-    def counter(self, rule_id: str, call: ToolCall) -> Counter | None:
-        """The counter this call touches, or None when it carries no weight to count.
+    def counter(self, rule_id: str, call: ToolCall) -> Counter:
+        """The counter this call touches.
+
+        The key is ``rule|field=value|...`` with ``%``, ``|`` and ``=`` percent-encoded in
+        the rule id and the values, and a field that is not set (None) written without
+        ``=``, so that no two calls of different sessions, agents ... share a counter.
 
         Raises:
-            ValueError: when the weight argument is not a number (the engine fails closed).
+            ValueError: when the weight argument is missing or not a number (the engine fails
+                closed: a spend budget never lets an unpriced call through).
         """
-        parts = [rule_id]
+        parts = [_escape(rule_id)]
         for field in self.per:
             if field == "args":
                 # The same arguments again: what a retry loop looks like.
@@ -105,14 +123,15 @@ class LimitSpec:
                 parts.append("args=" + hashlib.sha256(canonical.encode()).hexdigest()[:20])
                 continue
             field_value = getattr(call, field)
-            parts.append(f"{field}={'' if field_value is None else field_value}")
+            parts.append(field if field_value is None else f"{field}={_escape(field_value)}")
         key = "|".join(parts)
         weight = 1.0
         if self.weight_path is not None:
             value: Any = call.args
             for part in self.weight_path:
                 if not isinstance(value, Mapping) or part not in value:
-                    return None
+                    raise ValueError(f"the amount args.{'.'.join(self.weight_path)} is "
+                                     "missing; a call without it cannot be counted")
                 value = value[part]
             if isinstance(value, bool):
                 raise ValueError(f"args.{'.'.join(self.weight_path)} is not a number")
@@ -127,6 +146,13 @@ class LimitSpec:
     def scope(self) -> str:
         """``per session and tool`` / ``in total``."""
         return f"per {' and '.join(self.per)}" if self.per else "in total"
+
+
+def _escape(value: object) -> str:
+    text = str(value)
+    if "%" in text or "|" in text or "=" in text:
+        text = text.replace("%", "%25").replace("|", "%7C").replace("=", "%3D")
+    return text
 
 
 def describe_exceeded(rule_id: str, spec: LimitSpec, state: CounterState, *,

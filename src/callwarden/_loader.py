@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import importlib.machinery
 import json
 import re
+import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,7 @@ from callwarden._profiles import (
 )
 from callwarden._rules import Rewrite, Rule, Selector
 from callwarden._units import parse_duration
-from callwarden._yamlsrc import Lines, load_yaml
+from callwarden._yamlsrc import Lines, load_yaml, read_source
 from callwarden.exceptions import PolicyError, Problem
 
 __all__ = ["compile_policy", "load_policy_file", "load_policy_text"]
@@ -101,13 +104,7 @@ def load_policy_file(path: Path, *, check_examples: bool = True, audit: bool = T
     Raises:
         PolicyError: with every problem found.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise PolicyError(Problem(f"cannot read policy file: {e.strerror or e}", str(path),
-                                  hint="check the path")) from e
-    except UnicodeDecodeError as e:
-        raise PolicyError(Problem("policy file is not UTF-8 text", str(path))) from e
+    text = read_source(path)
     return load_policy_text(text, filename=str(path), base_dir=path.parent,
                             check_examples=check_examples, audit=audit)
 
@@ -115,7 +112,7 @@ def load_policy_file(path: Path, *, check_examples: bool = True, audit: bool = T
 def load_policy_text(text: str, *, filename: str = "<policy>", base_dir: Path | None = None,
                      check_examples: bool = True, audit: bool = True) -> Engine:
     """Parses and compiles YAML policy text."""
-    data, lines = load_yaml(text, filename)
+    data, lines = load_yaml(text, filename, collect=True)
     return compile_policy(data, lines=lines, base_dir=base_dir, check_examples=check_examples,
                           digest=hashlib.sha256(text.encode()).hexdigest(), audit=audit)
 
@@ -142,6 +139,7 @@ def compile_policy(
     """
     lines = lines or Lines(None)
     check = _Checker(lines)
+    check.problems.extend(lines.problems)  # duplicate keys: reported with everything else
     if not isinstance(data, Mapping):
         check.error((), "a policy must be a mapping with at least 'version: 1'",
                     "start the file with 'version: 1'")
@@ -194,13 +192,19 @@ def compile_policy(
         raw_rules = []
     seen_ids: dict[str, Path_] = {}
     for i, raw in enumerate(raw_rules):
+        # Checked on the raw id, so a duplicate shows even when the rule has other problems.
+        raw_id = raw.get("id") if isinstance(raw, Mapping) else None
+        if isinstance(raw_id, str) and raw_id.strip():
+            raw_id = raw_id.strip()
+            if raw_id in seen_ids:
+                check.error(("rules", i, "id"), f"duplicate rule id {raw_id!r}",
+                            f"ids must be unique; the first is at line "
+                            f"{lines.line(seen_ids[raw_id])}")
+            else:
+                seen_ids[raw_id] = ("rules", i)
         rule = _rule(raw, ("rules", i), check, lines, env, len(rules), examples)
         if rule is None:
             continue
-        if rule.id in seen_ids:
-            check.error(("rules", i, "id"), f"duplicate rule id {rule.id!r}",
-                        f"ids must be unique; the first is at line {lines.line(seen_ids[rule.id])}")
-        seen_ids[rule.id] = ("rules", i)
         if rule.id in inherited:
             rules.remove(inherited.pop(rule.id))
         rules.append(rule)
@@ -222,7 +226,14 @@ def compile_policy(
         rules.append(Rule(str(name), policy=target, order=len(rules),
                           source=f"python:{name}"))
 
-    if store is None and data.get("state") is not None:
+    if isinstance(store, str):
+        # A URL passed in Python (Guard(state=...), Guard.from_dict(..., state=...)).
+        store = _store(store, check, base_dir or Path.cwd())
+    elif store is not None and not _is_store(store):
+        check.error(("state",), f"must be a StateStore or a store URL, not "
+                    f"{type(store).__name__}", "memory, sqlite:///state.db or redis://host:6379/0")
+        store = None
+    elif store is None and data.get("state") is not None:
         store = _store(data["state"], check, base_dir or Path.cwd())
     extensions: dict[str, Any] = {}
     if audit and data.get("audit") is not None and not check.problems:
@@ -234,7 +245,7 @@ def compile_policy(
             sub = tuple(getattr(e, "path", ()) or ())
             check.error(("audit", *sub), str(e), e.hint)
     approvals_store = None
-    if data.get("approvals") is not None and not check.problems:
+    if data.get("approvals") is not None:
         from callwarden.approvals._config import parse_config, resolve_state_url
 
         try:
@@ -243,7 +254,8 @@ def compile_policy(
             check.error(("approvals",) if e.key is None else ("approvals", e.key), str(e), e.hint)
         else:
             extensions["approvals"] = data["approvals"]
-            if approval_settings.state is not None:
+            # Validating is pure; opening the store waits until the rest of the policy is sound.
+            if approval_settings.state is not None and not check.problems:
                 from callwarden.state import open_store
 
                 try:
@@ -252,6 +264,12 @@ def compile_policy(
                 except Exception as e:
                     check.error(("approvals", "state"), f"cannot open the store: {e}")
     if check.problems:
+        if check_examples and examples:
+            # Examples run against the compiled policy, which a policy with errors never becomes.
+            check.problems.append(Problem(
+                f"{len(examples)} inline example(s) not checked because of the problems above",
+                lines.file, lines.line(examples[0][0]), None,
+                "fix those, then run 'callwarden lint' again to check the examples"))
         raise PolicyError(check.problems)
     if approvals_store is None and "approvals" in extensions:
         # Pending requests live where the limits live, so they survive what the store survives.
@@ -368,10 +386,12 @@ def _bases(raw: Any, path: Path_, check: _Checker, folder: Path,
             check.error(item_path, f"{name!r} extends itself (directly or through another)")
             continue
         try:
-            data, lines = load_yaml(target.read_text(encoding="utf-8"), str(target))
-        except OSError as e:
-            check.error(item_path, f"cannot read {name!r}: {e.strerror or e}")
+            text = read_source(target)
+        except PolicyError as e:  # named where `extends:` points at it
+            check.error(item_path, f"{name!r}: {e.problems[0].message}", e.problems[0].hint)
             continue
+        try:
+            data, lines = load_yaml(text, str(target), collect=True)
         except PolicyError as e:
             check.problems.extend(e.problems)
             continue
@@ -379,12 +399,21 @@ def _bases(raw: Any, path: Path_, check: _Checker, folder: Path,
             check.error(item_path, f"{name!r} is not a policy mapping")
             continue
         base = _Base(data, lines, target.parent)
+        base.check.problems.extend(lines.problems)
         base.check.keys(data, (), _TOP_KEYS, "the policy")
         if "extends" in data:
             out.extend(_bases(data["extends"], ("extends",), base.check, target.parent,
                               (*chain, target)))
         out.append(base)
     return out
+
+
+def _is_store(value: Any) -> bool:
+    from callwarden.state import StateStore
+
+    # Duck typing for stores that do not subclass StateStore (test doubles).
+    return isinstance(value, StateStore) or (hasattr(value, "consume")
+                                             and hasattr(value, "aconsume"))
 
 
 def _store(raw: Any, check: _Checker, base_dir: Path) -> Any:
@@ -659,10 +688,12 @@ def _provider(raw: Mapping[str, Any], path: Path_, check: _Checker, env: Compile
         check.error((*path, "config"), "must be a mapping of keyword arguments")
         return None
     try:
-        obj = load_object(target, base_dir=env.base_dir)
+        obj = _load_provider(target, env.base_dir)
     except Exception as e:
         check.error((*path, "use"), f"cannot load {target!r}: {e}",
-                    "check the module path and that the package is installed")
+                    "modules are looked up next to the policy file, then on the Python path: "
+                    "write 'use: path/to/file.py:Name' for a file elsewhere, or add its folder "
+                    "to PYTHONPATH (or install the package)")
         return None
     try:
         return instantiate(obj, dict(config))
@@ -670,6 +701,32 @@ def _provider(raw: Mapping[str, Any], path: Path_, check: _Checker, env: Compile
         check.error((*path, "config") if config else (*path, "use"),
                     f"cannot create the policy from {target!r}: {type(e).__name__}: {e}")
         return None
+
+
+_IMPORT_LOCK = threading.Lock()
+
+
+def _load_provider(target: str, base_dir: Path | None) -> Any:
+    """Imports a ``use:`` target, looking in the policy file's folder first.
+
+    ``python -m callwarden`` has the working directory on ``sys.path`` and the console script
+    does not; resolving against the policy's folder makes every entry point agree. The folder
+    is on ``sys.path`` only while the module imports, so a host's path is left as it was.
+    """
+    module_name = target.partition(":")[0]
+    top = module_name.split(".")[0]
+    if base_dir is None or module_name.endswith(".py") or not top.isidentifier() \
+            or top in sys.modules:
+        return load_object(target, base_dir=base_dir)
+    folder = str(base_dir.resolve())
+    if importlib.machinery.PathFinder.find_spec(top, [folder]) is None:
+        return load_object(target, base_dir=base_dir)
+    with _IMPORT_LOCK:
+        sys.path.insert(0, folder)
+        try:
+            return load_object(target, base_dir=base_dir)
+        finally:
+            sys.path.remove(folder)
 
 
 def _collect_examples(raw: Any, path: Path_, check: _Checker,
@@ -732,6 +789,13 @@ def _permission_rules(raw: Any, effect_name: str, check: _Checker, lines: Lines,
                     'e.g. deny: ["Bash(rm -rf *)", "Read(~/.ssh/**)", "mcp__github__*"]')
         return []
     rules: list[Rule] = []
+    # An allow string covers a call only together with the other allow strings of its tool:
+    # `ls && git log` is allowed by Bash(ls *) and Bash(git log *) between them.
+    siblings: dict[str, list[str]] = {}
+    for item in raw:
+        m = _PERMISSION.match(item) if isinstance(item, str) else None
+        if m is not None and m.group(2) is not None and m.group(2).strip() not in ("", "*"):
+            siblings.setdefault(m.group(1), []).append(m.group(2).strip())
     for i, item in enumerate(raw):
         item_path = (*path, i)
         if not isinstance(item, str):
@@ -748,7 +812,9 @@ def _permission_rules(raw: Any, effect_name: str, check: _Checker, lines: Lines,
         conditions: list[tuple[str, Matcher]] = []
         if pattern is not None and pattern.strip() not in ("", "*"):
             try:
-                conditions.append(("pattern", permission_matcher(kind, pattern.strip())))
+                conditions.append(("pattern", permission_matcher(
+                    kind, pattern.strip(), allow=effect_name == "allow",
+                    siblings=siblings.get(name, ()))))
             except ConfigError as e:
                 check.error(item_path, str(e), e.hint)
                 continue
@@ -759,8 +825,10 @@ def _permission_rules(raw: Any, effect_name: str, check: _Checker, lines: Lines,
 
 
 
-def permission_matcher(kind: str | None, pattern: str) -> Matcher:
-    """Compiles the pattern inside ``Tool(pattern)`` for a tool kind."""
+def permission_matcher(kind: str | None, pattern: str, *, allow: bool = False,
+                       siblings: Sequence[str] = ()) -> Matcher:
+    """Compiles the pattern inside ``Tool(pattern)`` for a tool kind (``allow``: every
+    command, path or URL of the call must be covered by it or one of ``siblings``)."""
     from callwarden._conditions import compile_permission_pattern
 
-    return compile_permission_pattern(kind, pattern)
+    return compile_permission_pattern(kind, pattern, allow=allow, siblings=siblings)

@@ -14,6 +14,7 @@ cached, because a link can be created between two calls.
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import os
 import re
@@ -52,6 +53,8 @@ _DECODE_ROUNDS = 3
 _EXTRA_PATH_ARGS = ("paths", "files", "source", "destination", "src", "dst", "dest",
                     "old_path", "new_path", "source_path", "destination_path", "target_path",
                     "include")
+# Arguments that make a file-read tool a content search over the tree under its path.
+_SEARCH_ARGS = ("pattern", "regex", "query")
 # Arguments that may carry a patch in the apply_patch format (Codex: "command", "input").
 _PATCH_ARGS = ("patch", "input", "command")
 _PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
@@ -878,7 +881,7 @@ class PathMatcher:
     """
 
     __slots__ = ("_args", "_cache", "_canon", "_case", "_deny", "_fs_root", "_glob_dot",
-                 "_read_roots", "_resolve", "_roots", "_sensitive")
+                 "_read_roots", "_resolve", "_roots", "_sensitive", "_tree", "_tree_cache")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         env = env or CompileEnv()
@@ -916,6 +919,8 @@ class PathMatcher:
         self._roots = None if allow_roots is None else self._root_list(allow_roots, "allow_roots")
         self._read_roots = self._root_list(read_roots or [], "read_roots")
         self._cache: dict[tuple[str, bool], tuple[CanonicalPath, Hit | None]] = {}
+        self._tree = _TreeGlobs(self._deny, self._sensitive, self._case)
+        self._tree_cache: dict[str, Hit | None] = {}
 
     # ---------------------------------------------------------------- compile helpers
 
@@ -993,6 +998,10 @@ class PathMatcher:
             hit = self._check_value(value, write, subject.memo, strict=True)
             if hit is not None:
                 return hit
+        if profile.kind == "file.read":
+            hit = self._check_search(args, profile, value, subject.memo)
+            if hit is not None:
+                return hit
         if profile.kind in _NON_FILE_KINDS:
             return None
         if value is None and write:
@@ -1005,6 +1014,59 @@ class PathMatcher:
                 hit = self._check_value(extra, write, subject.memo, strict=False)
                 if hit is not None:
                     return hit
+        return None
+
+    def _check_search(self, args: Mapping[str, Any], profile: ToolProfile, value: Any,
+                      memo: dict[str, Any]) -> Hit | None:
+        """A search tool reads every file under its path that its file glob selects."""
+        base = value if isinstance(value, str) and value else "."
+        glob = profile.get(args, "glob")
+        if isinstance(glob, str) and glob:
+            # ripgrep-style globs without a "/" match at any depth below the search path.
+            rel = glob if "/" in glob.lstrip("/") else "**/" + glob.lstrip("/")
+            return self.check_path(base.rstrip("/") + "/" + rel, memo=memo)
+        if any(isinstance(args.get(k), str) for k in _SEARCH_ARGS):
+            return self.check_tree(base, memo=memo)
+        return None
+
+    def check_tree(self, raw: Any, *, memo: dict[str, Any] | None = None) -> Hit | None:
+        """Checks a recursive read of ``raw`` (``grep -r``, ``tar c``, ``cp -r``, a search tool).
+
+        A hit when a denied or sensitive location anchored at a directory lies *under* ``raw``
+        (``~`` holds ``~/.ssh``, ``/etc`` holds ``/etc/shadow``). Names that are sensitive at
+        any depth (``**/.env``) do not count, so searching a project stays allowed; ``raw``
+        itself is not judged here (``check_path`` does that).
+        """
+        if not isinstance(raw, str):
+            return Hit(f"path argument is a {type(raw).__name__}, not a string",
+                       code="path.invalid")
+        if not self._tree:
+            return None
+        if raw in self._tree_cache:
+            lexical = self._tree_cache[raw]
+        else:
+            canon = self._canon(raw)
+            lexical = None
+            if canon.error is None:
+                for form in canon.variants:
+                    lexical = self._tree.hit(raw, form, self._case or canon.nocase)
+                    if lexical is not None:
+                        break
+            if len(self._tree_cache) >= _CACHE_SIZE:
+                del self._tree_cache[next(iter(self._tree_cache))]
+            self._tree_cache[raw] = lexical
+        if lexical is not None or not self._resolve:
+            return lexical
+        canon = self._canon(raw)
+        for joined in canon.joined[:2]:
+            src = glob_literal_prefix(joined) if canon.is_glob else joined
+            real = resolve_physical(src, self._fs_root)
+            if real is None or real == src:
+                continue
+            real = real.rstrip("/") + joined[len(src):] if canon.is_glob else real
+            hit = self._tree.hit(raw, real, self._case or canon.nocase)
+            if hit is not None:
+                return hit
         return None
 
     def _check_patch(self, args: Mapping[str, Any], memo: dict[str, Any]) -> Hit | None:
@@ -1135,6 +1197,60 @@ class PathMatcher:
                 return Hit(f"{shown} resolves to {form}, outside the allowed roots ({roots})",
                            code="path.outside_root")
         return None
+
+
+class _TreeGlobs:
+    """The anchored deny and sensitive globs, for asking "does anything under D match?"."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, deny: GlobSet, sensitive: GlobSet | None, case: bool) -> None:
+        entries: list[tuple[list[str], re.Pattern[str], str, str]] = []
+        for code, globset in (("path.denied", deny), ("path.sensitive", sensitive)):
+            if globset is None:
+                continue
+            for glob, text in globset._patterns:
+                if glob.startswith("/**"):
+                    continue  # any-depth names: every project tree holds some
+                for alt in _expand_braces(glob):
+                    alt = alt.lower() if case else alt
+                    flags = re.DOTALL | (re.IGNORECASE if case else 0)
+                    entries.append((alt.split("/")[1:], re.compile(glob_to_regex(alt), flags),
+                                    text, code))
+        self._entries = entries
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def hit(self, raw: str, form: str, nocase: bool) -> Hit | None:
+        probe = form.lower() if nocase else form
+        segs = [s for s in probe.split("/") if s]
+        literal = not has_glob_chars(probe)
+        for pat_segs, regex, text, code in self._entries:
+            if _segments_below(segs, pat_segs, literal, probe):
+                if regex.fullmatch(probe) or regex.fullmatch(probe.rstrip("/") + "/"):
+                    continue  # the path itself: check_path's verdict (e.g. an exempt .pub)
+                what = "a sensitive location" if code == "path.sensitive" else "a denied path"
+                return Hit(f"{_show(raw)} resolves to {form}, a directory holding {what} "
+                           f"({text}); reading it recursively reads that too", code=code)
+        return None
+
+
+def _segments_below(segs: list[str], pat: list[str], literal: bool, probe: str) -> bool:
+    """Whether some path under the directory ``segs`` can match the glob split into ``pat``."""
+    for i, seg in enumerate(segs):
+        if i >= len(pat):
+            return False
+        p = pat[i]
+        if "**" in p:
+            glob = "/" + "/".join(pat)
+            return glob_intersects(probe.rstrip("/") + "/**", glob)
+        if literal:
+            if p != seg and not (has_glob_chars(p) and fnmatch.fnmatchcase(seg, p)):
+                return False
+        elif not glob_intersects(seg, p):
+            return False
+    return len(pat) > len(segs)
 
 
 def _under(probe: str, roots: tuple[str, ...]) -> bool:

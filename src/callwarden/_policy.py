@@ -79,7 +79,11 @@ class FunctionPolicy:
         return result
 
     async def aevaluate(self, call: Any, ctx: Any) -> Any:
-        """Awaits the function (sync functions are simply called)."""
+        """Awaits the function (sync functions are simply called).
+
+        The engine never awaits this for a sync function: ``acheck`` runs it on a worker
+        thread under the deadline, so a slow one cannot block the event loop.
+        """
         result = self.__wrapped__(call, ctx) if self._takes_ctx else self.__wrapped__(call)
         if inspect.isawaitable(result):
             return await result

@@ -41,6 +41,8 @@ ARG_ROLES: Mapping[str, tuple[str, ...]] = {
     "amount": ("amount", "value", "sum"),
     "query": ("query", "sql", "statement"),
     "code": ("code", "source"),
+    # The file glob a search tool is restricted to (Grep's ``glob``, Gemini's ``include``).
+    "glob": ("glob", "include", "includes", "file_glob"),
 }
 
 _KIND_ROLES: Mapping[str, str] = {
@@ -139,6 +141,13 @@ _DEFAULT_KINDS: Mapping[str, str] = {
 }
 
 
+# Tools whose ``pattern`` argument is a file glob (elsewhere ``pattern`` is a regex to search).
+_DEFAULT_ARGS: Mapping[str, Mapping[str, str]] = {
+    "Glob": {"glob": "pattern"}, "glob": {"glob": "pattern"},
+    "search_files": {"glob": "pattern"},
+}
+
+
 def default_profile(name: str) -> ToolProfile:
     """Returns the built-in profile for a tool name (``unknown`` kind when not well known)."""
     kind = _DEFAULT_KINDS.get(name)
@@ -148,7 +157,8 @@ def default_profile(name: str) -> ToolProfile:
         kind = _DEFAULT_KINDS.get(name.rpartition("__")[2], "mcp")
     if kind is None:
         return ToolProfile(name=name)
-    return ToolProfile(name=name, kind=kind, side_effect=_KIND_SIDE_EFFECT.get(kind))
+    args = _DEFAULT_ARGS.get(name.rpartition("__")[2], {})
+    return ToolProfile(name=name, kind=kind, args=args, side_effect=_KIND_SIDE_EFFECT.get(kind))
 
 
 def kind_side_effect(kind: str) -> SideEffect | None:

@@ -44,7 +44,10 @@ class _NameSet:
         self._seen: dict[object, bool] = {}
 
     def __contains__(self, value: object) -> bool:
-        seen = self._seen.get(value)
+        try:
+            seen = self._seen.get(value)
+        except TypeError:  # unhashable: not a name
+            return False
         if seen is not None:
             return seen
         answer = self._match(value)

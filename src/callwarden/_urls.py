@@ -519,7 +519,9 @@ class UrlMatcher:
 
     Config keys: ``allow_domains``, ``deny_domains`` (names, ``*.wildcards``, IPs or CIDRs),
     ``schemes`` (default ``[http, https]``), ``block_private`` (default true),
-    ``allow_userinfo`` (default false), ``scan_text`` (default false), ``max_scan_chars``.
+    ``allow_userinfo`` (default false), ``allow_loopback`` (default false: with
+    ``block_private``, ``localhost`` is blocked too), ``scan_text`` (default false),
+    ``max_scan_chars``.
 
     ``*.example.com`` matches every subdomain at any depth. In ``allow_domains`` it does not
     match ``example.com`` itself (list it too), and a plain name matches only itself. In
@@ -530,8 +532,8 @@ class UrlMatcher:
     ``url.private_address``, ``url.invalid``, ``url.userinfo``.
     """
 
-    __slots__ = ("_allow", "_block_private", "_cache", "_deny", "_max_scan", "_scan_text",
-                 "_schemes", "_userinfo")
+    __slots__ = ("_allow", "_block_private", "_cache", "_deny", "_loopback", "_max_scan",
+                 "_scan_text", "_schemes", "_userinfo")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         if config is None:
@@ -539,7 +541,7 @@ class UrlMatcher:
         if not isinstance(config, Mapping):
             raise ConfigError("urls: expects a mapping such as {allow_domains: ['*.example.com']}")
         known = {"allow_domains", "deny_domains", "schemes", "block_private", "allow_userinfo",
-                 "scan_text", "max_scan_chars"}
+                 "allow_loopback", "scan_text", "max_scan_chars"}
         for key in config:
             if key not in known:
                 raise ConfigError(f"unknown key {key!r}", key=str(key),
@@ -553,6 +555,7 @@ class UrlMatcher:
         self._schemes = frozenset(s.lower().rstrip(":/") for s in (schemes or ["http", "https"]))
         self._block_private = _bool(config, "block_private", True)
         self._userinfo = _bool(config, "allow_userinfo", False)
+        self._loopback = _bool(config, "allow_loopback", False)
         self._scan_text = _bool(config, "scan_text", False)
         max_scan = config.get("max_scan_chars", MAX_SCAN_CHARS)
         if not isinstance(max_scan, int) or isinstance(max_scan, bool) or max_scan <= 0:
@@ -666,7 +669,7 @@ class UrlMatcher:
         if entry is not None:
             return Hit(f"{shown} goes to {info.host}, which matches the denied domain {entry}",
                        code="url.denied_domain")
-        if self._block_private and info.internal:
+        if self._block_private and info.internal and not (self._loopback and info.is_loopback):
             return Hit(f"{shown} goes to an internal destination: {info.reason}",
                        code="url.private_address")
         allow = self._allow

@@ -1,27 +1,70 @@
-"""YAML loading that remembers where every key and item came from (file and line)."""
+"""YAML loading that remembers where every key and item came from (file and line).
+
+Policy files are read YAML-1.2-style for booleans: only ``true``/``false`` are booleans, so a
+rule's ``on: output`` key is the string ``on`` (YAML 1.1 would read it as ``True``) and
+``yes``/``no``/``on``/``off`` values stay strings. Aliases are expanded under a budget so a
+"billion laughs" document fails fast instead of hanging.
+"""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from callwarden.exceptions import PolicyError, Problem
 
-__all__ = ["Lines", "load_yaml"]
+__all__ = ["Lines", "load_yaml", "read_source"]
 
 Path_ = tuple[str | int, ...]
 _MAX_DEPTH = 64
+# Nodes built a second time because an alias points at them. Real policies share a list or a
+# mapping a few times; a billion-laughs document needs millions.
+MAX_ALIAS_NODES = 100_000
+
+
+class _PolicyYamlLoader(yaml.SafeLoader):
+    """SafeLoader whose only booleans are true/false (YAML 1.2 core schema).
+
+    It also notes the line of every alias (``*name``), which composing otherwise forgets, so
+    an alias that expands too far can be reported where it is written.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.alias_lines: dict[tuple[int, int], int] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if parent is not None and index is not None and self.check_event(yaml.AliasEvent):
+            slot = index if isinstance(index, int) else id(index)
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            self.alias_lines[(id(parent), slot)] = event.start_mark.line + 1
+        return super().compose_node(parent, index)  # type: ignore[return-value]
+
+
+_PolicyYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_PolicyYamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 class Lines:
-    """Maps a path into the document (``("rules", 0, "effect")``) to its 1-based line."""
+    """Maps a path into the document (``("rules", 0, "effect")``) to its 1-based line.
 
-    __slots__ = ("_lines", "file")
+    ``problems`` holds what the reader found but could carry on past (duplicate keys), so a
+    caller that reports every problem can add them to its own.
+    """
+
+    __slots__ = ("_lines", "file", "problems")
 
     def __init__(self, file: str | None) -> None:
         self.file = file
         self._lines: dict[Path_, int] = {}
+        self.problems: list[Problem] = []
 
     def set(self, path: Path_, line: int) -> None:
         self._lines.setdefault(path, line)
@@ -41,19 +84,40 @@ class Lines:
         return f"{name}:{line}" if line is not None else name
 
 
-def load_yaml(text: str, file: str | None) -> tuple[Any, Lines]:
-    """Parses one YAML document into plain data plus a line map.
+def read_source(path: Path, what: str = "policy file") -> str:
+    """Reads a UTF-8 policy or test file.
 
     Raises:
-        PolicyError: on a syntax error, a duplicate key, or nesting that is too deep.
+        PolicyError: when the file cannot be read or is not UTF-8 text.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise PolicyError(Problem(f"cannot read {what}: {e.strerror or e}", str(path),
+                                  hint="check the path")) from e
+    except UnicodeDecodeError as e:
+        raise PolicyError(Problem(f"{what} is not UTF-8 text (byte {e.start})", str(path),
+                                  hint="save it as UTF-8")) from e
+
+
+def load_yaml(text: str, file: str | None, *, collect: bool = False) -> tuple[Any, Lines]:
+    """Parses one YAML document into plain data plus a line map.
+
+    A duplicate key keeps its first value. With ``collect=True`` duplicates are left in
+    ``lines.problems`` for the caller to report along with its own findings; otherwise they
+    are raised (all of them) once the document is read.
+
+    Raises:
+        PolicyError: on a syntax error, nesting that is too deep, aliases that expand too far,
+            or (without ``collect``) duplicate keys.
     """
     lines = Lines(file)
-    loader = yaml.SafeLoader(text)
+    loader = _PolicyYamlLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None, lines
-        return _convert(loader, node, (), lines, 0), lines
+        data = _Builder(loader, lines).convert(node, (), 0)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -64,32 +128,73 @@ def load_yaml(text: str, file: str | None) -> tuple[Any, Lines]:
         raise PolicyError(Problem(f"invalid YAML: {e}", file)) from e
     finally:
         loader.dispose()
+    if lines.problems and not collect:
+        raise PolicyError(lines.problems)
+    return data, lines
 
 
-def _convert(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: Lines,
-             depth: int) -> Any:
-    lines.set(path, node.start_mark.line + 1)
-    if depth > _MAX_DEPTH:
-        raise PolicyError(Problem("the document is nested too deeply", lines.file,
-                                  node.start_mark.line + 1))
-    if isinstance(node, yaml.MappingNode):
-        loader.flatten_mapping(node)
+class _Builder:
+    """Turns composed nodes into plain data, recording lines and bounding alias expansion."""
+
+    __slots__ = ("built", "lines", "loader", "reused")
+
+    def __init__(self, loader: _PolicyYamlLoader, lines: Lines) -> None:
+        self.loader = loader
+        self.lines = lines
+        self.built: set[int] = set()
+        self.reused = 0
+
+    def convert(self, node: yaml.Node, path: Path_, depth: int, alias: int | None = None) -> Any:
+        """Builds ``node``; ``alias`` is the line of the outermost alias being expanded."""
+        lines = self.lines
+        lines.set(path, node.start_mark.line + 1)
+        if depth > _MAX_DEPTH:
+            raise PolicyError(Problem("the document is nested too deeply", lines.file,
+                                      node.start_mark.line + 1))
+        # An alias is the very node it names, so a node seen before is an alias expansion.
+        if id(node) in self.built:
+            self.reused += 1
+            if self.reused > MAX_ALIAS_NODES:
+                raise PolicyError(Problem(
+                    f"YAML aliases expand to more than {MAX_ALIAS_NODES:,} nodes",
+                    lines.file, alias or lines.line(path),
+                    hint="a policy may reuse an anchor (&name / *name) a few times, not nest "
+                         "aliases of aliases; write the items out or use a named list"))
+        else:
+            self.built.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path, depth, alias)
+        if isinstance(node, yaml.SequenceNode):
+            aliases = self.loader.alias_lines
+            return [self.convert(item, (*path, i), depth + 1,
+                                 alias or aliases.get((id(node), i)))
+                    for i, item in enumerate(node.value)]
+        return self.loader.construct_object(node, deep=True)
+
+    def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int,
+                 alias: int | None) -> dict[Any, Any]:
+        lines = self.lines
+        aliases = self.loader.alias_lines
+        self.loader.flatten_mapping(node)
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
+            key_line = key_node.start_mark.line + 1
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise PolicyError(Problem("mapping keys must be plain scalars", lines.file,
+                                          key_line))
+            key = self.loader.construct_object(key_node, deep=True)
             if not isinstance(key, str | int | float | bool) and key is not None:
                 raise PolicyError(Problem("mapping keys must be plain scalars", lines.file,
-                                          key_node.start_mark.line + 1))
-            if key in out:
-                raise PolicyError(Problem(
-                    f"duplicate key {key!r}", lines.file, key_node.start_mark.line + 1,
-                    hint="each key may appear once in a mapping; merge the two entries"))
+                                          key_line))
             child = (*path, key if isinstance(key, str | int) else str(key))
-            lines.set(child, key_node.start_mark.line + 1)
-            out[key] = _convert(loader, value_node, child, lines, depth + 1)
+            value_alias = alias or aliases.get((id(node), id(key_node)))
+            if key in out:
+                lines.problems.append(Problem(
+                    f"duplicate key {key!r}", lines.file, key_line,
+                    hint="each key may appear once in a mapping; merge the two entries"))
+                # Still read it, so problems inside it (deeper duplicates, alias bombs) show.
+                self.convert(value_node, (*path, "\0dup", key_line), depth + 1, value_alias)
+                continue
+            lines.set(child, key_line)
+            out[key] = self.convert(value_node, child, depth + 1, value_alias)
         return out
-    if isinstance(node, yaml.SequenceNode):
-        return [
-            _convert(loader, item, (*path, i), lines, depth + 1) for i, item in enumerate(node.value)
-        ]
-    return loader.construct_object(node, deep=True)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from callwarden._decision import Decision, Effect
 from callwarden.exceptions import PolicyError
@@ -52,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     lint = sub.add_parser("lint", help="validate policy files and report every problem")
     lint.add_argument("files", nargs="+", type=Path)
 
-    test = sub.add_parser("test", help="run policy tests (test files and inline examples)")
+    test = sub.add_parser("test", help="run policy tests (test files, and inline examples "
+                          "of a policy and of the policies it extends)")
     test.add_argument("files", nargs="+", type=Path)
     test.add_argument("--verbose", "-v", action="store_true", help="list passing cases too")
 
@@ -89,22 +91,77 @@ def main(argv: Sequence[str] | None = None) -> int:
         "check": _check, "lint": _lint, "test": _test, "demo": _demo, "approvals": _approvals,
         "init": _init, "hook": _hook,
     }[args.command]
+    out = _PipeSafe(sys.stdout)
     try:
-        return handler(args, sys.stdout)
+        code = handler(args, cast(TextIO, out))
     except PolicyError as e:
         for problem in e.problems:
             print(f"error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+        code = EXIT_USAGE
+    out.flush()
+    return code
+
+
+class _PipeSafe:
+    """Stdout that goes quiet when its reader leaves (``callwarden check ... | head -1``).
+
+    The command still finishes and returns its own exit code (the decision's, for ``check``)
+    instead of a BrokenPipeError traceback and exit 1.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._closed = False
+
+    def write(self, text: str) -> int:
+        if not self._closed:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._close()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._close()
+
+    def _close(self) -> None:
+        self._closed = True
+        # Point the descriptor at /dev/null so the interpreter's own flush at exit is quiet.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
+    """Parses an option's JSON object, or prints why not and returns None."""
+    try:
+        value = json.loads(text) if text is not None else {}
+    except ValueError as e:
+        print(f"error: {option} must be JSON: {e}", file=sys.stderr)
+        return None
+    if not isinstance(value, dict):
+        print(f"error: {option} must be a JSON object such as '{{\"path\": \"README.md\"}}', "
+              f"not {type(value).__name__} {text}", file=sys.stderr)
+        return None
+    return value
 
 
 def _check(args: argparse.Namespace, out: TextIO) -> int:
     from callwarden._guard import Guard
 
-    try:
-        call_args = json.loads(args.args)
-        context = json.loads(args.context) if args.context else None
-    except ValueError as e:
-        print(f"error: --args/--context must be JSON: {e}", file=sys.stderr)
+    call_args = _json_object(args.args, "--args")
+    context = _json_object(args.context, "--context") if args.context is not None else None
+    if call_args is None or (args.context is not None and context is None):
         return EXIT_USAGE
     guard = Guard.from_file(args.policy, audit=False)  # a what-if: not a call to record
     decision = guard.check(args.tool, call_args, agent=args.agent, session=args.session,
@@ -160,14 +217,17 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
 
 def _test(args: argparse.Namespace, out: TextIO) -> int:
     from callwarden._testing import CaseResult, run_inline_examples, run_test_file
-    from callwarden._yamlsrc import load_yaml
+    from callwarden._yamlsrc import load_yaml, read_source
 
     results: list[CaseResult] = []
     errors = 0
     for path in args.files:
         try:
-            data, _ = load_yaml(path.read_text(encoding="utf-8"), str(path))
-            if isinstance(data, dict) and "cases" in data:
+            data, _ = load_yaml(read_source(path, "test file"), str(path), collect=True)
+            # A test file names its policy; a policy file has a version. `cases` alone (or a
+            # typo next to `policy`) is still a test file, so its errors speak of test files.
+            if isinstance(data, dict) and "version" not in data \
+                    and ("cases" in data or "policy" in data):
                 _, found = run_test_file(path)
             else:
                 found = run_inline_examples(path)
@@ -175,10 +235,6 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
             errors += 1
             for problem in e.problems:
                 print(f"error: {problem}", file=out)
-            continue
-        except OSError as e:
-            errors += 1
-            print(f"error: {path}: {e.strerror or e}", file=out)
             continue
         results.extend(found)
     for r in results:
@@ -229,7 +285,8 @@ def _init(args: argparse.Namespace, out: TextIO) -> int:
         print(f"error: {path} exists; not overwriting it", file=sys.stderr)
         return EXIT_USAGE
     path.write_text(_STARTER.format(name=path.name), encoding="utf-8")
-    print(f"wrote {path} (extends callwarden:recommended); try: callwarden test {path}", file=out)
+    print(f"wrote {path} (extends callwarden:recommended); try: callwarden test {path}"
+          " (runs the baseline's examples)", file=out)
     return EXIT_OK
 
 

@@ -69,7 +69,7 @@ def test_chmod_mode_with_dash_is_an_operand() -> None:
 
 
 def test_find_single_dash_options_are_whole_words() -> None:
-    assert only("find ~ -type f -delete").flags == {"type", "delete"}
+    assert analyze_command("find ~ -type f -delete").commands[0].flags == {"type", "delete"}
 
 
 def test_terraform_single_dash_long_option() -> None:

@@ -119,11 +119,11 @@ class Api:
         self.mode = mode
 
     async def consume(
-        self, counters: Sequence[Counter], *, now: float, commit: bool = True
+        self, counters: Sequence[Counter], *, now: float, commit: bool = True, **more: Any
     ) -> list[CounterState]:
         if self.mode == "sync":
-            return self.store.consume(counters, now=now, commit=commit)
-        return await self.store.aconsume(counters, now=now, commit=commit)
+            return self.store.consume(counters, now=now, commit=commit, **more)
+        return await self.store.aconsume(counters, now=now, commit=commit, **more)
 
     async def record(self, session: str, tool: str, effect: str, *, now: float) -> None:
         if self.mode == "sync":

@@ -269,3 +269,94 @@ def test_store_failure_under_on_error_allow_does_not_override_default_deny() -> 
     d = guard.check("t", {})
     assert d.effect is Effect.DENY and d.rule == "default"
     assert any(r.code == "state_unavailable" for r in d.reasons)
+
+
+def _script_calls(client, before: dict) -> dict[str, int]:
+    after = client.info("commandstats")
+    delta = {k: after[k]["calls"] - before.get(k, {"calls": 0})["calls"] for k in after}
+    return {k: v for k, v in delta.items() if v and k in (
+        "cmdstat_evalsha", "cmdstat_eval", "cmdstat_hgetall")}
+
+
+LIMIT_AND_HISTORY = limited(
+    {"id": "b", "limit": {"calls": 1000, "per": "session"}},
+    {"id": "mail-after-fetch", "match": {"tool": "send_email"},
+     "if": "'web_fetch' in history.tools", "effect": "ask"})
+
+
+def test_a_decision_that_counts_and_records_history_is_one_round_trip(
+        redis_server: RedisServer) -> None:
+    import redis
+
+    store = RedisStore(redis_server.url, prefix=unique_prefix())
+    guard = Guard.from_dict(LIMIT_AND_HISTORY, state=store)
+    guard.check("t", {}, session="s")
+    client = redis.Redis.from_url(redis_server.url)
+    before = client.info("commandstats")
+    for _ in range(20):
+        guard.check("t", {}, session="s")
+    assert _script_calls(client, before) == {"cmdstat_evalsha": 20}
+    assert store.history("s").count == 21
+    store.close()
+
+
+def test_a_decision_that_reads_history_is_two_round_trips(redis_server: RedisServer) -> None:
+    import redis
+
+    store = RedisStore(redis_server.url, prefix=unique_prefix())
+    guard = Guard.from_dict(LIMIT_AND_HISTORY, state=store)
+    guard.check("send_email", {}, session="s")
+    client = redis.Redis.from_url(redis_server.url)
+    before = client.info("commandstats")
+    for _ in range(20):
+        guard.check("send_email", {}, session="s")
+    assert _script_calls(client, before) == {"cmdstat_evalsha": 20, "cmdstat_hgetall": 20}
+    store.close()
+
+
+def test_history_recorded_with_the_counters_has_the_final_effect(store) -> None:
+    guard = Guard.from_dict(limited(
+        {"id": "b", "match": {"tool": "t"}, "limit": {"calls": 1, "per": "session"}},
+        {"id": "r", "match": {"tool": "t"}, "effect": "halt",
+         "limit": {"calls": 2, "window": "1h", "per": "session"}},
+        {"id": "reads", "match": {"tool": "u"}, "if": "history.count > 100"}), state=store)
+    effects = [guard.check("t", {}, session="s").effect for _ in range(3)]
+    assert effects == [Effect.ALLOW, Effect.DENY, Effect.DENY]
+    assert dict(store.history("s").tool_effects["t"]) == {"allow": 1, "deny": 2}
+
+
+def _with_combiner(policy: dict, store: StateStore, combiner: object) -> Guard:
+    from callwarden._engine import Engine
+
+    compiled = Guard.from_dict(policy, state=store).engine
+    return Guard._from_engine(Engine(compiled.rules, settings=compiled.settings, store=store,
+                                     combiner=combiner))
+
+
+FIRST_ASK_THEN_HALT = limited(
+    {"id": "soft", "match": {"tool": "t"}, "effect": "ask",
+     "limit": {"calls": 1, "per": "session"}},
+    {"id": "hard", "match": {"tool": "t"}, "effect": "halt",
+     "limit": {"calls": 1, "per": "session"}},
+    {"id": "reads", "match": {"tool": "u"}, "if": "history.count > 100"})
+
+
+def test_history_recorded_with_the_counters_under_first_match(store) -> None:
+    from callwarden._combine import FirstMatch
+
+    guard = _with_combiner(FIRST_ASK_THEN_HALT, store, FirstMatch())
+    effects = [guard.check("t", {}, session="s").effect for _ in range(2)]
+    assert effects == [Effect.ALLOW, Effect.ASK]  # the first rule in order decides
+    assert dict(store.history("s").tool_effects["t"]) == {"allow": 1, "ask": 1}
+
+
+def test_history_under_a_custom_combiner_records_the_final_effect(store) -> None:
+    from callwarden._combine import StrictestWins
+
+    class Custom(StrictestWins):
+        __slots__ = ()
+
+    guard = _with_combiner(FIRST_ASK_THEN_HALT, store, Custom())
+    effects = [guard.check("t", {}, session="s").effect for _ in range(2)]
+    assert effects == [Effect.ALLOW, Effect.HALT]
+    assert dict(store.history("s").tool_effects["t"]) == {"allow": 1, "halt": 1}

@@ -25,9 +25,21 @@ async def test_history_counts_calls(api) -> None:
     assert (await api.history("s1")).count == 3
 
 
-async def test_history_counts_calls_per_tool(api) -> None:
+async def test_history_tools_counts_only_calls_that_ran(api) -> None:
     await record_three(api)
-    assert dict((await api.history("s1")).tools) == {"web_fetch": 2, "bash": 1}
+    assert dict((await api.history("s1")).tools) == {"web_fetch": 1}
+
+
+async def test_history_attempts_counts_calls_per_tool_whatever_their_effect(api) -> None:
+    await record_three(api)
+    assert dict((await api.history("s1")).attempts) == {"web_fetch": 2, "bash": 1}
+
+
+async def test_history_tools_counts_modified_and_approved_calls_as_ran(api) -> None:
+    await api.record("s1", "bash", "modify", now=1.0)
+    await api.record("s1", "pay", "ask", now=2.0)
+    await api.record("s1", "pay", "approved", now=3.0)
+    assert dict((await api.history("s1")).tools) == {"bash": 1, "pay": 1}
 
 
 async def test_history_counts_calls_per_effect(api) -> None:
@@ -71,7 +83,7 @@ async def test_history_snapshot_does_not_change_afterwards(api) -> None:
     await record_three(api)
     before = await api.history("s1")
     await api.record("s1", "bash", "allow", now=13.0)
-    assert (before.count, before.tools["bash"]) == (3, 1)
+    assert (before.count, before.attempts["bash"]) == (3, 1)
 
 
 async def test_history_to_cel_answers_a_cel_condition(api) -> None:
@@ -112,6 +124,8 @@ async def test_history_of_20000_calls_is_a_fixed_size_summary(store: StateStore)
         store.record("long", tools[i % 3], effects[i % 2], now=float(i))
     small = stored_size(store, "long")
     h = await store.ahistory("long")
-    assert (h.count, sum(h.tools.values()), len(h.tools), len(h.effects)) == (20_000, 20_000, 3, 2)
+    assert (h.count, sum(h.attempts.values()), len(h.attempts), len(h.effects)) == (
+        20_000, 20_000, 3, 2)
+    assert sum(h.tools.values()) == 10_000  # the allowed half ran
     assert sum(len(e) for e in h.tool_effects.values()) == 6
     assert small <= 6 + 3 + 4  # pairs, per-tool times, scalars: nothing per call

@@ -11,7 +11,9 @@
 5. otherwise → raise :class:`ApprovalPending` with the request id.
 
 Deny and halt rules never get here: the engine's strictest-wins combination has already
-decided those calls before anyone is asked.
+decided those calls before anyone is asked. Limits are only checked at ask time (an exceeded
+budget denies before anyone is asked); an approved or granted call counts against them when
+the approval is used (``Engine.count_approved``), and is denied if a budget ran out meanwhile.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ def _decide(guard: Guard, approvals: Approvals, decision: Decision, approver: Ap
             wait: float | None, approval_id: str | None) -> Flow[Decision]:
     grant = yield from approvals._granted(decision)
     if grant is not None:
-        return _by_grant(decision, grant)
+        return (yield from _counted(guard, _by_grant(decision, grant)))
     if approval_id is not None:
         return (yield from _resume(guard, approvals, decision, approver, wait, approval_id))
     request = yield from approvals._request(decision)
@@ -123,7 +125,7 @@ def _use(guard: Guard, approvals: Approvals, decision: Decision, request_id: str
             fresh = yield from approvals._request(decision)
             return (yield from _ask(guard, approvals, decision, fresh, approver, wait))
         return _denied(decision, e.code, e.message)
-    return _approved(decision, used)
+    return (yield from _counted(guard, _approved(decision, used)))
 
 
 def _ask(guard: Guard, approvals: Approvals, decision: Decision, request: ApprovalRequest,
@@ -199,6 +201,14 @@ def _run_edit(guard: Guard, approvals: Approvals, decision: Decision,
         used = yield from approvals._consume(request.id, edited)
     except ApprovalInvalid as e:
         return _denied(decision, e.code, e.message)
+    if edited.effect is Effect.ASK:
+        # An allowed edit was counted by its check; an asked one counts now that it runs.
+        counted = yield from _counted(guard, edited)
+        if counted.effect is not edited.effect:  # refused: a budget ran out, or the store
+            return decision._replace(
+                effect=counted.effect, args=decision.args, reasons=counted.reasons,
+                rule=counted.rule, source=counted.source, matched=counted.matched,
+                message=counted.message)
     # An `ask` on the edited call is satisfied by the same reviewer's edit.
     args = edited.args if edited.effect.allows else edited.call.args
     text = f"approved by {used.resolved_by} with edited arguments" + _said(used.comment)
@@ -208,6 +218,15 @@ def _run_edit(guard: Guard, approvals: Approvals, decision: Decision,
         matched=(*decision.matched, *edited.matched),
         message=f"The call to '{call.tool}' was approved with edited arguments by "
                 f"{used.resolved_by}.")
+
+
+def _counted(guard: Guard, decision: Decision) -> Flow[Decision]:
+    """Counts an approved call against its limits: the decision, or a refusal."""
+    count = getattr(guard, "_count_approved", None)
+    if count is None:  # a guard-like object without limits
+        return decision
+    counted: Decision = yield Step(count, guard._acount_approved, (decision,))
+    return counted
 
 
 def _approved(decision: Decision, request: ApprovalRequest) -> Decision:

@@ -24,9 +24,11 @@ from callwarden.shell._expand import (
     _Expander,
     _TooComplex,
 )
+from callwarden.shell._follow import _Follower, tar_commands
 from callwarden.shell._model import CommandAnalysis, SimpleCommand
 from callwarden.shell._parse import BRACE_MARKER, MAX_COMMAND_LENGTH, parse_script
 from callwarden.shell._programs import (
+    AWKS,
     DOWNLOADERS,
     INTERPRETERS,
     SHELLS,
@@ -39,7 +41,6 @@ from callwarden.shell._syntax import (
     _bind,
     _code_flag,
     _env_split_string,
-    _exec_sections,
     _glob_programs,
     _heredoc_tail,
     _stages,
@@ -60,6 +61,9 @@ _STATEMENTS = frozenset({
     "declaration_command", "unset_command", "test_command", "do_group",
 })
 _REDIRECTS = frozenset({"file_redirect", "herestring_redirect", "heredoc_redirect"})
+# A command word that is only the positional parameters: unknown (``sh -c '"$@"' _ rm -rf /``).
+_POSITIONAL_WORD = re.compile(r'"?\$(?:\{)?([@*]|[0-9])\}?"?')
+_FEEDERS = frozenset({"xargs", "parallel"})
 
 
 class _Stdin:
@@ -87,7 +91,7 @@ class _Stdin:
         return self._payload
 
 
-class _Analyzer(_Expander):
+class _Analyzer(_Follower, _Expander):
     __slots__ = (
         "budget",
         "commands",
@@ -267,6 +271,9 @@ class _Analyzer(_Expander):
                 text, _ = self.word_text(target, src, env, wrappers, depth)
                 if operator in (">&", "<&", ">&-", "<&-") and (text.isdigit() or text == "-"):
                     continue
+                if operator == "<" and target.type == "process_substitution":
+                    stdin = self.process_stdin(_text(target, src), env)
+                    continue
                 if "<" in operator:
                     self.add_path(self.reads, text)
                 if ">" in operator:
@@ -362,6 +369,10 @@ class _Analyzer(_Expander):
             if local is not env:  # bare assignments persist in the shell
                 env.vars.update(local.vars)
             return None
+        positional = _POSITIONAL_WORD.fullmatch(_text(words[0], src))
+        if positional is not None and positional.group(1) not in local.vars:
+            self.add_opaque(f"command name comes from the positional parameters "
+                            f"({_text(words[0], src)})")
         fields: list[Field] = []
         for group in _adjacent_groups(words):
             fields.extend(self.expand(group, src, local, wrappers, depth))
@@ -406,6 +417,10 @@ class _Analyzer(_Expander):
                     return None
                 if not inner and program == "xargs":
                     inner = [("echo", False, None, None)]
+                if inner and program in _FEEDERS:
+                    options = [f[0] for f in fields[1 : len(fields) - len(inner)]]
+                    inner = self.feed(program, options, inner, stdin)
+                    stdin = None
                 if inner:
                     return self.run(inner, env, (*wrappers, program), depth, text, stdin)
         if program in self.functions:
@@ -419,6 +434,10 @@ class _Analyzer(_Expander):
         if family in INTERPRETERS:
             return self.interpreter(program, family, word, fields, env, wrappers, depth, text,
                                     stdin)
+        if family in AWKS:
+            return self.awk(program, word, args, wrappers, depth, text)
+        if program == "trap":
+            self.trap(fields[1:], env, wrappers, depth)
         if program in ("su", "runuser") and "-c" in args:
             script = args[args.index("-c") + 1] if args.index("-c") + 1 < len(args) else ""
             self.script(script, env.copy(), (*wrappers, program), depth + 1)
@@ -428,23 +447,65 @@ class _Analyzer(_Expander):
                 self.script(positional[0], env.copy(), (*wrappers, program), depth + 1)
         cmd = self.record(program, [word, *args], wrappers, text)
         if program == "find":
-            for section in _exec_sections(fields[1:]):
-                self.run(section, env, (*wrappers, "find"), depth, text, None)
+            self.find(cmd, fields, env, wrappers, depth, text)
         elif program == "cd":
             self.change_dir(args)
+        elif program in ("source", ".") and fields[1:]:
+            self.run_script_operand(cmd, fields[1], env, wrappers, depth, shell=True)
+        elif program == "git":
+            self.git(cmd, env, wrappers, depth, text)
+        elif program == "tar":
+            for script in tar_commands(cmd):
+                self.script(script, _Env(), (*wrappers, program), depth + 1)
         return cmd
+
+    def run_script_operand(self, cmd: SimpleCommand, field: Field, env: _Env,
+                           wrappers: tuple[str, ...], depth: int, *, shell: bool,
+                           family: str = "") -> bool:
+        """A script given as an operand: ``<(curl ...)`` is piped code (a pipeline
+        ``curl ... | bash``); a file written earlier in the command line (a download) is
+        opaque. Returns whether it was piped."""
+        piped = self.process_stdin(field[0], env)
+        if piped is not None:
+            program = cmd.program or ""
+            self.stdin_payload(program, piped, env, (*wrappers, program), depth, shell=shell,
+                               family=family)
+            producers = [p for p in piped.producers if p is not None]
+            if producers:
+                self.pipelines.append((*producers, cmd))
+            return True
+        if field[2] is None:
+            self.check_runs_written(field[0])
+        return False
+
+    def process_stdin(self, text: str, env: _Env) -> _Stdin | None:
+        """The output of a process substitution ``<(...)`` as a command's input, or None."""
+        if not (text.startswith("<(") and text.endswith(")")):
+            return None
+        parsed = parse_script(text[2:-1])
+        if parsed.root is None or parsed.error is not None:
+            return _Stdin(())
+        probe = _Analyzer(self.home, self.cwd, self.budget)
+        probe.stmt(parsed.root, parsed.source, env.copy(), (), MAX_DEPTH)
+        return _Stdin(tuple(probe.commands),
+                      resolve=_bind(probe.eval_stage, parsed.root, parsed.source, env, None))
 
     def record(self, program: str | None, argv: Sequence[str], wrappers: tuple[str, ...],
                text: str) -> SimpleCommand:
         args = argv[1:]
         if program is None:
             cmd = SimpleCommand(None, tuple(argv), positionals=tuple(args), wrappers=wrappers,
-                                text=text)
+                                text=text, cwd=self.cwd)
         else:
             own = _without_exec_sections(args) if program == "find" else args
             flags, options, positionals, subcommand = parse_arguments(program, own)
+            if program == "git" and subcommand == "push" and any(
+                    p.startswith("+") for p in positionals[1:]):
+                # ``+refspec`` forces that ref: ``git push origin +main`` is ``--force``.
+                flags = flags | {"force"}
+                options = (*options, ("force", None))
             cmd = SimpleCommand(program, tuple(argv), flags, options, positionals, subcommand,
-                                wrappers, text)
+                                wrappers, text, self.cwd)
             reads, writes = _io.command_io(cmd)
             for path in reads:
                 self.add_path(self.reads, path)
@@ -482,11 +543,12 @@ class _Analyzer(_Expander):
                 if dynamic is not None:
                     self.add_opaque(f"{program} -c runs a script built from {dynamic}")
                 else:
-                    self.script(script, _Env(), inner, depth + 1)
+                    self.script(script, _positional_env(operands[1:]), inner, depth + 1)
             return None
         cmd = self.record(program, [word, *(f[0] for f in rest)], wrappers, text)
         reads_stdin = not operands or any(f[0] == "-s" for f in rest[:index])
         if operands and not reads_stdin:
+            self.run_script_operand(cmd, operands[0], env, wrappers, depth, shell=True)
             return cmd  # runs a script file, recorded as a read by _io
         if stdin is not None:
             self.stdin_payload(program, stdin, env, inner, depth, shell=True)
@@ -507,6 +569,11 @@ class _Analyzer(_Expander):
         elif (not cmd.positionals or cmd.positionals[0] == "-") and stdin is not None:
             self.stdin_payload(program, stdin, env, (*wrappers, program), depth, shell=False,
                                family=family)
+        elif cmd.positionals and not _io_inline(cmd):
+            script = next((f for f in fields[1:] if f[0] == cmd.positionals[0]), None)
+            if script is not None:
+                self.run_script_operand(cmd, script, env, wrappers, depth, shell=False,
+                                        family=family)
         return cmd
 
     def embedded_shell(self, family: str, code: str, env: _Env, wrappers: tuple[str, ...],
@@ -689,7 +756,10 @@ class _Analyzer(_Expander):
             fields.extend(probe.expand(group, src, env, (), MAX_DEPTH))
         if not fields or any(f[2] is not None for f in fields):
             return None
-        return evaluate_program(canonical_program(fields[0][0]), [f[0] for f in fields[1:]], stdin)
+        program = canonical_program(fields[0][0])
+        if program == "pwd":
+            return Out((self.cwd or ".") + "\n")
+        return evaluate_program(program, [f[0] for f in fields[1:]], stdin)
 
     # -------------------------------------------------------------------------------- results
 
@@ -705,13 +775,14 @@ class _Analyzer(_Expander):
         if path.startswith("~") and self.home and (len(path) == 1 or path[1] == "/"):
             path = self.home + path[1:]
         normalized = os.path.normpath(path)
-        if path.startswith("//") and not path.startswith("///"):
-            normalized = "/" + normalized.lstrip("/")
+        if normalized.startswith("//"):
+            normalized = "/" + normalized.lstrip("/")  # ``//`` is ``/`` on Linux and macOS
         return normalized
 
     def add_path(self, target: list[str], path: str) -> None:
-        if not path or path == "-" or path in _IGNORED_PATHS or path.startswith("/dev/fd/"):
-            return
+        if not path or path == "-" or path in _IGNORED_PATHS or path.startswith(
+                ("/dev/fd/", "<(", ">(")):
+            return  # a process substitution is a pipe, not a file
         normalized = self.normalize(path)
         if target is self.writes:
             self.written.add(normalized)
@@ -735,6 +806,24 @@ class _Analyzer(_Expander):
 
 _IGNORED_PATHS = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr",
                             "/dev/tty", "/dev/zero", "/dev/urandom", "/dev/random"})
+
+
+def _positional_env(operands: Sequence[Field]) -> _Env:
+    """Variables of ``sh -c script $0 $1 ...``: the operands after the script."""
+    env = _Env()
+    values = [None if f[2] is not None else f[0] for f in operands]
+    for index, value in enumerate(values[:10]):
+        env.vars[str(index)] = value
+    rest = values[1:]
+    env.vars["#"] = str(len(rest))
+    joined = None if None in rest else " ".join(v or "" for v in rest)
+    env.vars["@"] = joined
+    env.vars["*"] = joined
+    return env
+
+
+def _io_inline(cmd: SimpleCommand) -> bool:
+    return any(key in ("command", "e", "eval", "print", "r", "module") for key, _ in cmd.options)
 
 
 def analyze_uncached(command: str, home: str | None, cwd: str | None) -> CommandAnalysis:

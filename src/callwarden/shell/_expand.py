@@ -36,6 +36,7 @@ _DECODED = "\x00decoded:"
 _DYN_OPEN = "\x02"  # brackets the source text of a dynamic part inside a word
 _DYN_CLOSE = "\x03"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TILDE = re.compile(r"~([A-Za-z_][A-Za-z0-9_.-]*|\+)?(?=[/:]|$)")
 
 
 class _TooComplex(Exception):
@@ -162,9 +163,13 @@ class _Expander:
                 parts.append(escape_literal(raw))
                 return
             raw = raw.replace("\\\n", "")
-            if start and raw[:1] == "~" and (len(raw) == 1 or raw[1] in "/:"):
-                parts.append(escape_literal(self.home or "~")[:-1])
-                raw = raw[1:]
+            if start and raw[:1] == "~":
+                tilde = _TILDE.match(raw)
+                if tilde is not None:
+                    base = self.tilde_base(tilde.group(1))
+                    if base is not None:
+                        parts.append(escape_literal(base)[:-1])
+                        raw = raw[tilde.end() :]
             parts.append(raw)
             return
         if kind == "raw_string":
@@ -191,7 +196,10 @@ class _Expander:
             return
         if kind in ("simple_expansion", "expansion"):
             value, reason = self.variable(node, src, env, wrappers, depth)
-            self.add_value(value, reason, _text(node, src), parts, why, quoted or assignment)
+            text = _text(node, src)
+            # ``"$@"`` is one word per positional parameter, quoted or not.
+            split = text in ("$@", "${@}") and not assignment
+            self.add_value(value, reason, text, parts, why, (quoted or assignment) and not split)
             return
         if kind == "command_substitution":
             out = self.substitution(node, src, env, wrappers, depth)
@@ -293,6 +301,18 @@ class _Expander:
             return (value.lower() if case == ",," else value[:1].lower() + value[1:]), None
         return value, None
 
+    def tilde_base(self, user: str | None) -> str | None:
+        """What a leading ``~``, ``~user`` or ``~+`` expands to (None: left as written)."""
+        if user is None:
+            return self.home or "~"
+        if user == "+":
+            return self.cwd or "."
+        # As the path rules do: the configured home for its own user name, else the usual
+        # home of that user (so ``~root`` and ``~dev`` are protected like ``/root``, ``/home/*``).
+        if self.home and self.home.rstrip("/").rpartition("/")[2] == user:
+            return self.home
+        return "/root" if user == "root" else "/home/" + user
+
     def lookup(self, name: str, env: _Env) -> str | None:
         if name in env.vars:
             return env.vars[name]
@@ -305,7 +325,8 @@ class _Expander:
         if name == "#":
             return "0"
         if name == "PWD":
-            return self.cwd
+            # Without a configured directory ``$PWD`` still names the working directory: ``.``.
+            return self.cwd or "."
         return None
 
     def substring(self, name: str, env: _Env, offset: int, size: int | None) -> str | None:

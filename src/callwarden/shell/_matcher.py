@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from callwarden._detectors import DetectorSet
 from callwarden._matchers import CompileEnv, ConfigError, Hit, Subject, register_condition
+from callwarden._paths import PathMatcher
+from callwarden._urls import UrlMatcher
 from callwarden.shell._analysis import analyze_command
-from callwarden.shell._model import CommandAnalysis
+from callwarden.shell._model import CommandAnalysis, SimpleCommand
 from callwarden.shell._parse import INSTALL_HINT, parser_available
 from callwarden.shell._pattern import (
     CommandRule,
@@ -23,8 +27,18 @@ _HIT_VALUES = frozenset({"deny", "ask", "halt", "hit", "true", "yes"})
 _PASS_VALUES = frozenset({"allow", "ignore", "false", "no", "none"})
 _RULE_KEYS = frozenset({"program", "subcommand", "wrappers", "flags", "any_flags", "not_flags",
                         "args", "options", "line", "ignore_case", "id"})
-_CONFIG_KEYS = ("deny", "allow", "rules", "reads", "writes", "opaque", "parse_error", "home",
-                "cwd")
+_CONFIG_KEYS = ("deny", "allow", "rules", "reads", "writes", "read_paths", "write_paths",
+                "urls", "secrets", "uploads", "opaque", "parse_error", "home", "cwd")
+# Programs that talk to a host named in their arguments.
+_NETWORK = frozenset({"curl", "wget", "http", "https", "xh", "xhs", "aria2c", "nc", "ncat",
+                      "netcat", "telnet", "socat"})
+_HOST_FIRST = frozenset({"nc", "ncat", "netcat", "telnet"})
+# Options whose value is sent to the host; ``@file`` / ``<file`` values send a file.
+_SENT = ("data", "json", "form", "post-data", "body-data", "header", "user", "cookie",
+         "oauth2-bearer")
+_SENT_FILES = ("upload-file", "post-file", "body-file")
+_HOSTISH = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[\w.-]*[.:][\w.:-]*|localhost)(?:[/?#].*)?\Z")
+_DYNAMIC = re.compile(r"\$(?:[A-Za-z_]|\{|\()|`")
 
 
 def shell_analysis(subject: Subject, *, home: str | None = None,
@@ -59,6 +73,11 @@ class ShellMatcher:
             - {program: psql, options: {c: ["*drop database*"]}, ignore_case: true}
           reads: ["~/.ssh/id_*", "!~/.ssh/*.pub", "**/.env"]   # files it must not read
           writes: ["~/.bashrc", "/etc/**", "/dev/tcp/**"]      # files it must not write
+          read_paths: {sensitive: true}      # a paths: condition for every file it reads
+          urls: {block_private: true}        # a urls: condition for hosts curl/wget/nc reach
+          secrets: true                      # secrets in a network command's arguments
+          uploads: ask        # curl/wget sending a file (-d @f, -T f) or $VARIABLE to a host
+          write_paths: {deny: ["/usr/**"]}   # ... and for every file it writes
           opaque: deny        # deny/ask/hit: what cannot be known statically is a hit
           parse_error: deny   # default: a command that cannot be parsed is a hit
           home: /home/dev     # what ~ and $HOME mean (default: left as ~)
@@ -71,12 +90,19 @@ class ShellMatcher:
     glob or list) and optionally ``subcommand``, ``wrappers``, ``flags`` (all required),
     ``any_flags``, ``not_flags``, ``args`` (some operand matches a glob), ``options``
     (option -> value globs), ``line`` (globs over the whole command line), ``ignore_case``
-    and ``id``. Hit codes: ``shell.denied``, ``shell.not_allowed``, ``shell.opaque``,
-    ``shell.parse_error``.
+    and ``id``. ``read_paths`` / ``write_paths`` take the config of the ``paths:`` condition
+    and apply it to the files the command reads / writes (operands and redirections) with the
+    same canonicalization as file tools (``~``, ``..``, case, symlinks, globs); a read also
+    counts as a recursive read of everything below it (``grep -r x ~`` reads ``~/.ssh``).
+    ``urls`` (a ``urls:`` config), ``secrets`` (``true`` or a ``secrets:`` config) and
+    ``uploads`` apply to network programs (``curl``, ``wget``, ``nc`` ...): the URLs and hosts
+    they reach, secrets in their arguments, and files or environment values they send
+    (codes ``shell.url``, ``shell.secret``, ``shell.upload``). Other hit codes:
+    ``shell.denied``, ``shell.not_allowed``, ``shell.opaque``, ``shell.parse_error``.
     """
 
-    __slots__ = ("_allow", "_cwd", "_deny", "_home", "_opaque", "_parse_error", "_reads",
-                 "_rules", "_writes")
+    __slots__ = ("_allow", "_cwd", "_deny", "_home", "_opaque", "_parse_error", "_read_paths",
+                 "_reads", "_rules", "_secrets", "_uploads", "_urls", "_write_paths", "_writes")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         env = env or CompileEnv()
@@ -95,12 +121,19 @@ class ShellMatcher:
         self._rules = _rules(config.get("rules"))
         self._reads = _paths(config, "reads")
         self._writes = _paths(config, "writes")
+        self._read_paths = _files(config, "read_paths", env)
+        self._write_paths = _files(config, "write_paths", env)
+        self._urls = None if config.get("urls") is None else UrlMatcher(config["urls"], env)
+        self._secrets = _secrets(config.get("secrets"))
+        self._uploads = _switch(config, "uploads", default=False)
         self._opaque = _switch(config, "opaque", default=False)
         self._parse_error = _switch(config, "parse_error", default=True)
         if not any((self._deny, self._allow, self._rules, self._reads, self._writes,
-                    self._opaque)):
-            raise ConfigError("shell: needs at least one of deny, allow, rules, reads, writes "
-                              "or opaque", hint="e.g. shell: {deny: ['rm -r *']}")
+                    self._read_paths, self._write_paths, self._urls, self._secrets,
+                    self._uploads, self._opaque)):
+            raise ConfigError("shell: needs at least one of deny, allow, rules, reads, writes, "
+                              "read_paths, write_paths or opaque",
+                              hint="e.g. shell: {deny: ['rm -r *']}")
         if not parser_available():
             raise ConfigError("shell: cannot load the bash grammar", hint=INSTALL_HINT)
         self._home = _opt_str(config, "home", env.options.get("home"))
@@ -131,6 +164,14 @@ class ShellMatcher:
             path = self._writes.first(analysis.writes, analysis.home)
             if path is not None:
                 return Hit(f"writes {path[0]!r} (matches {path[1]!r})", code="shell.denied")
+        if self._read_paths is not None or self._write_paths is not None:
+            hit = _check_files(self._read_paths, self._write_paths, analysis)
+            if hit is not None:
+                return hit
+        if self._urls is not None or self._secrets is not None or self._uploads:
+            hit = self._check_network(analysis)
+            if hit is not None:
+                return hit
         if self._allow is not None:
             cmd = self._allow.first_not_allowed(analysis)
             if cmd is not None:
@@ -140,6 +181,99 @@ class ShellMatcher:
             return Hit("cannot be known statically: " + "; ".join(analysis.opaque[:3]),
                        code="shell.opaque")
         return None
+
+    def _check_network(self, analysis: CommandAnalysis) -> Hit | None:
+        for cmd in analysis.commands:
+            if cmd.program not in _NETWORK:
+                continue
+            if self._urls is not None:
+                for target in _targets(cmd):
+                    hit = self._urls.check_url(target)
+                    if hit is not None:
+                        return Hit(f"{cmd.program}: {hit.detail}", code="shell.url")
+            if self._secrets is not None:
+                found = self._secrets.scan("\n".join(cmd.argv[1:]))
+                if found:
+                    return Hit(f"{cmd.program} sends {found.summary()}", code="shell.secret")
+            if self._uploads:
+                sent = _uploaded(cmd)
+                if sent is not None:
+                    return Hit(f"{cmd.program} sends {sent} to another host",
+                               code="shell.upload")
+        return None
+
+
+def _files(config: Mapping[str, Any], key: str, env: CompileEnv) -> PathMatcher | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    try:
+        return PathMatcher(value, env)
+    except ConfigError as e:
+        raise ConfigError(f"{key}: {e}", key=key,
+                          hint=f"e.g. {key}: {{sensitive: true, case_insensitive: true}}") from e
+
+
+def _check_files(reads: PathMatcher | None, writes: PathMatcher | None,
+                 analysis: CommandAnalysis) -> Hit | None:
+    memo: dict[str, Any] = {}
+    if reads is not None:
+        for raw in analysis.reads:
+            hit = reads.check_path(raw, memo=memo) or reads.check_tree(raw, memo=memo)
+            if hit is not None:
+                return Hit(f"reads {hit.detail}", code="shell.denied")
+    if writes is not None:
+        hit = writes.check_paths(analysis.writes, write=True, memo=memo)
+        if hit is not None:
+            return Hit(f"writes {hit.detail}", code="shell.denied")
+    return None
+
+
+def _targets(cmd: SimpleCommand) -> list[str]:
+    """The URLs a network command reaches (a bare ``host/path`` is read as curl does)."""
+    words = list(cmd.option_values("url"))
+    positionals = [p for p in cmd.positionals if not _DYNAMIC.search(p)]
+    words.extend(positionals[:1] if cmd.program in _HOST_FIRST else positionals)
+    out: list[str] = []
+    for word in words:
+        if "://" in word:
+            out.append(word)
+        elif _HOSTISH.match(word) and not word.isdigit():
+            out.append("http://" + word)
+    return out
+
+
+def _uploaded(cmd: SimpleCommand) -> str | None:
+    """What a network command sends from the machine: a file, or a value from the environment."""
+    for name in _SENT_FILES:
+        for value in cmd.option_values(name):
+            if value != "-":
+                return f"the file {value!r}"
+    for name in _SENT:
+        for value in cmd.option_values(name):
+            if _DYNAMIC.search(value):
+                return f"a value from the environment ({value[:60]!r})"
+            at = value.find("@") if name in ("data", "json") else value.find("=@")
+            if (at == 0 or (name == "form" and at > 0)) and value[at:].lstrip("=@") not in ("-", ""):
+                return f"the file {value[at:].lstrip('=@')!r}"
+            if name == "form" and "=<" in value:
+                return f"the file {value.split('=<', 1)[1]!r}"
+    for word in cmd.positionals:
+        if _DYNAMIC.search(word):
+            return f"a value from the environment ({word[:60]!r})"
+    return None
+
+
+def _secrets(value: Any) -> DetectorSet | None:
+    if value is None or value is False:
+        return None
+    from callwarden._content import SecretsMatcher  # the secrets: condition's own config
+
+    try:
+        return SecretsMatcher(value, CompileEnv())._detectors
+    except ConfigError as e:
+        raise ConfigError(f"secrets: {e}", key="secrets",
+                          hint="e.g. secrets: true, or secrets: {detectors: [github, aws]}") from e
 
 
 def _opt_str(config: Mapping[str, Any], key: str, default: Any) -> str | None:

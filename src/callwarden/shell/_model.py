@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CommandAnalysis", "Pipeline", "SimpleCommand"]
+__all__ = ["UNKNOWN_OPERAND", "CommandAnalysis", "Pipeline", "SimpleCommand"]
+
+# An operand whose value is only known at run time (``ls / | xargs rm -rf``): rules on
+# operands treat it as possibly any path, the root directory included. NUL cannot occur in argv.
+UNKNOWN_OPERAND = "\x00unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +28,8 @@ class SimpleCommand:
         subcommand: the subcommand of programs that have them (``git push`` -> ``push``).
         wrappers: the wrappers the command runs under, outermost first (``("sudo",)``).
         text: the source text of the command.
+        cwd: the working directory the command runs in, when known (relative operands are
+            compared against protected paths after resolving them there).
     """
 
     program: str | None
@@ -34,6 +40,7 @@ class SimpleCommand:
     subcommand: str | None = None
     wrappers: tuple[str, ...] = ()
     text: str = ""
+    cwd: str | None = field(default=None, compare=False)
 
     def has_flag(self, *names: str) -> bool:
         """Returns whether any of the canonical flag ``names`` was given."""

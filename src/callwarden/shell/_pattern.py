@@ -24,9 +24,10 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import lru_cache
 
 from callwarden.shell._canon import canonical_program, parse_arguments
-from callwarden.shell._model import CommandAnalysis, SimpleCommand
+from callwarden.shell._model import UNKNOWN_OPERAND, CommandAnalysis, SimpleCommand
 from callwarden.shell._programs import WRAPPERS, program_family, spec_for
 from callwarden.shell._words import brace_expand
 
@@ -236,12 +237,13 @@ class CommandRule:
             if not any(g(v) for v in values for g in globs):
                 return False
         if self.positional is not None and not _match_sequence(
-                self.positional, cmd.positionals, home):
+                self.positional, cmd.positionals, home, cmd.cwd):
             return False
         if self.args:
             operands = cmd.positionals[1:] if cmd.subcommand is not None else cmd.positionals
             test = self.args
-            if not any(test(form) for arg in operands for form in _forms(arg, home)):
+            cwd = cmd.cwd
+            if not any(test(form) for arg in operands for form in _forms(arg, home, cwd)):
                 return False
         return not (self.line and not self.line(" ".join((program, *cmd.argv[1:]))))
 
@@ -254,34 +256,74 @@ class CommandRule:
         return any(fnmatchcase(program, g) or fnmatchcase(family, g) for g in self.program_globs)
 
 
-def _forms(arg: str, home: str | None) -> tuple[str, ...]:
-    """The spellings an operand is compared under: as given, normalized, ``~``-relative."""
+@lru_cache(maxsize=8192)
+def _forms(arg: str, home: str | None, cwd: str | None = None) -> tuple[str, ...]:
+    """The spellings an operand is compared under: as given, lexically normalized (``//`` and
+    ``..`` folded), resolved against the working directory, ``~``-relative, and relative to the
+    working directory when it names that directory or one of its parents (``$PWD`` -> ``.``)."""
+    if arg == UNKNOWN_OPERAND:
+        return _UNKNOWN_FORMS
     if not arg or not ("/" in arg or arg[0] in "~."):
         return (arg,)
     forms = [arg]
-    normalized = os.path.normpath(arg)
+    normalized = _normalize(arg)
     if normalized != arg:
         forms.append(normalized)
+    if normalized.startswith("..") and all(part == ".." for part in normalized.split("/")):
+        forms.append("..")  # ``../../..`` is a parent of the project like ``..``
+    if cwd and normalized[0] not in "/~":
+        resolved = _normalize(cwd.rstrip("/") + "/" + normalized)
+        forms.append(resolved)
+    else:
+        resolved = normalized
+    if cwd and resolved.startswith("/"):
+        base = _normalize(cwd)
+        if resolved == base or base.startswith(resolved.rstrip("/") + "/"):
+            # The working directory itself or one of its parents: ``.``, ``..``, ``../..``.
+            forms.append("/".join([".."] * _depth_between(resolved, base)) or ".")
     if home:
-        base = home.rstrip("/")
+        base_home = home.rstrip("/")
         for form in tuple(forms):
-            if form == base or form.startswith(base + "/"):
-                forms.append("~" + form[len(base) :])
-    return tuple(forms)
+            if form == base_home or form.startswith(base_home + "/"):
+                forms.append("~" + form[len(base_home) :])
+    match = _ANY_HOME.match(resolved)
+    if match is not None:
+        # Rules on ``~/...`` protect every user's home, not just the configured one.
+        forms.append("~" + resolved[match.end() :])
+    return tuple(dict.fromkeys(forms))
+
+
+_UNKNOWN_FORMS = ("/",)
+_ANY_HOME = re.compile(r"^/(?:root|home/[^/]+|Users/[^/]+)(?=/|$)")
+
+
+def _normalize(path: str) -> str:
+    normalized = os.path.normpath(path)
+    if normalized.startswith("//"):
+        normalized = "/" + normalized.lstrip("/")  # ``//`` is ``/`` on Linux and macOS
+    return normalized
+
+
+def _depth_between(ancestor: str, path: str) -> int:
+    if ancestor == path:
+        return 0
+    rest = path[len(ancestor.rstrip("/")) :].strip("/")
+    return rest.count("/") + 1
 
 
 def _match_sequence(globs: Sequence[_Glob | None], values: Sequence[str],
-                    home: str | None) -> bool:
+                    home: str | None, cwd: str | None = None) -> bool:
     if not globs:
         return not values
     head = globs[0]
     if head is None:
-        return any(_match_sequence(globs[1:], values[i:], home) for i in range(len(values) + 1))
+        return any(_match_sequence(globs[1:], values[i:], home, cwd)
+                   for i in range(len(values) + 1))
     if not values:
         return False
-    if not any(head(form) for form in _forms(values[0], home)):
+    if not any(head(form) for form in _forms(values[0], home, cwd)):
         return False
-    return _match_sequence(globs[1:], values[1:], home)
+    return _match_sequence(globs[1:], values[1:], home, cwd)
 
 
 class _Pipeline:

@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 __all__ = [
+    "AWKS",
     "DECODERS",
     "DOWNLOADERS",
+    "GIT_COMMAND_CONFIG",
+    "GIT_COMMAND_VARIABLES",
     "INTERPRETERS",
     "KNOWN_PROGRAMS",
     "PRIVILEGED_WRAPPERS",
@@ -50,9 +53,20 @@ class OptionSpec:
     merge_parent: bool = False
 
     def canonical(self, spelled: str) -> str:
-        """Returns the canonical name of a spelled option (``-r`` -> ``recursive``)."""
+        """Returns the canonical name of a spelled option (``-r`` -> ``recursive``).
+
+        GNU tools accept any unambiguous prefix of a long option (``--recur`` is
+        ``--recursive``), so a prefix naming one option only reads as that option.
+        """
         name = self.names.get(spelled)
-        return name if name is not None else spelled.lstrip("-")
+        if name is not None:
+            return name
+        if spelled.startswith("--") and len(spelled) > 3:
+            found = {canonical for option, canonical in self.names.items()
+                     if option.startswith(spelled) and option.startswith("--")}
+            if len(found) == 1:
+                return found.pop()
+        return spelled.lstrip("-")
 
 
 def _spec(
@@ -161,7 +175,9 @@ _TAR = _spec(
     "keep-old-files: -k; overwrite: --overwrite; remove-files: --remove-files;"
     "to-stdout: -O --to-stdout; absolute-names: -P --absolute-names; transform=: --transform;"
     "strip-components=: --strip-components; auto-compress: -a --auto-compress;"
-    "checkpoint-action=: --checkpoint-action; use-compress-program=: -I --use-compress-program"
+    "checkpoint-action=: --checkpoint-action; use-compress-program=: -I --use-compress-program;"
+    "to-command=: --to-command; info-script=: -F --info-script --new-volume-script;"
+    "checkpoint=: --checkpoint"
 )
 _GIT_SUBS = {
     "push": _spec(
@@ -281,6 +297,8 @@ _GREP = _spec(
     "before-context=: -B; context=: -C; extended-regexp: -E; fixed-strings: -F;"
     "perl-regexp: -P; quiet: -q --quiet; only-matching: -o; glob=: -g --glob; type=: -t"
 )
+_AWK = _spec("file=: -f --file; source=: -e --source; assign=: -v --assign;"
+             "field-separator=: -F --field-separator")
 _HEAD = _spec("lines=: -n --lines; bytes=: -c --bytes; follow: -f --follow -F; quiet: -q")
 _BASE64 = _spec("decode: -d --decode -D; wrap=: -w --wrap -b --break; ignore-garbage: -i")
 _XXD = _spec(
@@ -318,6 +336,13 @@ _SHELL = _spec("command: -c; option=: -o; login: -l --login; interactive: -i; st
 _ECHO = OptionSpec()
 _KILL = _spec("signal=: -s; n=: -n; list: -l")
 _DD = OptionSpec(keyvalue=True)
+# ``NAME=value`` operands of env are assignments, so ``env -u X`` or ``env A=1`` without a
+# command has no operands: it prints the environment like a bare ``env``.
+_ENV = _spec("unset=: -u --unset; chdir=: -C --chdir; ignore-environment: -i"
+             " --ignore-environment; null: -0 --null; split-string=: -S --split-string")
+_ENV = OptionSpec(names=_ENV.names, values=_ENV.values, keyvalue=True)
+_COMPGEN = _spec("action=: -A; glob=: -G; wordlist=: -W; function=: -F; command=: -C;"
+                 "prefix=: -P; suffix=: -S; filter=: -X")
 _MKFS = _spec("type=: -t")
 _SQLITE = _spec("cmd=: -cmd", single_dash_long=True)
 _CHATTR = _spec("recursive: -R")
@@ -345,10 +370,13 @@ _SPECS: dict[str, OptionSpec] = {
     "history": _HISTORY, "python": _PYTHON, "perl": _PERL, "ruby": _RUBY, "node": _NODE,
     "php": _PHP, "kill": _KILL, "dd": _DD, "mkfs": _MKFS, "chattr": _CHATTR, "zip": _ZIP,
     "unzip": _UNZIP, "ssh-keygen": _SSH_KEYGEN, "install": _INSTALL, "ln": _LN,
-    "echo": _ECHO,
+    "echo": _ECHO, "env": _ENV, "printenv": _ENV, "compgen": _COMPGEN, "gawk": _AWK,
+    "awk": _AWK, "mawk": _AWK, "nawk": _AWK, "busybox": DEFAULT_SPEC,
 }
 
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish", "busybox"})
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish"})
+# awk programs are code: ``system("...")`` and ``print | "cmd"`` run shell commands.
+AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
 for _shell in SHELLS:
     _SPECS[_shell] = _SHELL
 
@@ -420,7 +448,29 @@ WRAPPERS: Mapping[str, WrapperSpec] = {
     "watch": _wrap("-n --interval -d"),
     "strace": _wrap("-e -o -p -s -u"),
     "ltrace": _wrap("-e -o -p -s -u"),
+    # Multi-call binaries and bash builtins that just run the named command.
+    "busybox": _wrap(),
+    "toybox": _wrap(),
+    "builtin": _wrap(),
+    # GNU parallel reads its arguments from ``:::`` lists or stdin, like xargs.
+    "parallel": _wrap("-j --jobs -P -S --sshlogin -I --colsep -C -n --max-args -d --delimiter"
+                      " --joblog --results --tmpdir -a --arg-file --timeout"),
 }
+
+# git configuration keys and environment variables whose value is a shell command git runs.
+GIT_COMMAND_CONFIG = re.compile(
+    r"^(?:core\.(?:pager|editor|sshcommand|fsmonitor|askpass)|pager\..+|"
+    r"sequence\.editor|diff\..*(?:external|command|textconv)|merge\..*driver|"
+    r"credential\..*helper|gpg\..*program|filter\..*(?:clean|smudge|process)|"
+    r"interactive\.difffilter|web\.browser|browser\..*cmd|uploadpack\.packobjectshook|"
+    r"remote\..*(?:uploadpack|receivepack)|alias\..+)$",
+    re.IGNORECASE,
+)
+GIT_COMMAND_VARIABLES = frozenset({
+    "GIT_PAGER", "PAGER", "GIT_EDITOR", "EDITOR", "VISUAL", "GIT_SEQUENCE_EDITOR",
+    "GIT_SSH_COMMAND", "GIT_SSH", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_EXTERNAL_DIFF",
+    "GIT_PROXY_COMMAND", "LESSOPEN", "LESSCLOSE",
+})
 
 KNOWN_PROGRAMS = frozenset(_SPECS) | frozenset(WRAPPERS) | frozenset({
     "cat", "tac", "less", "more", "ls", "mkfs", "wipefs", "fdisk", "sfdisk", "parted",

@@ -13,16 +13,24 @@ Pick one by URL with :func:`open_store`::
 ``sqlite:////absolute/path.db``
 ``redis://host:port/db?prefix=cw:``    every host reaching the server (``redis`` extra)
 =====================================  ==============================================
+
+Query parameters configure the store: ``prefix`` (Redis key prefix, default ``callwarden:``;
+SQLite table prefix, default ``callwarden_``), ``timeout`` (seconds to wait for a lock or a
+reply), ``idle_ttl`` (seconds after its last use that a counter without a window is
+forgotten, default 7 days) and ``history_ttl`` (the same for a session's history), both
+``none`` to keep forever.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from callwarden.state._base import (
     Counter,
     CounterState,
+    HistoryEntry,
     StateStore,
     StoredValue,
     StoreUnavailable,
@@ -37,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Counter",
     "CounterState",
+    "HistoryEntry",
     "MemoryStore",
     "RedisStore",
     "SQLiteStore",
@@ -48,14 +57,15 @@ __all__ = [
 ]
 
 # Query parameters that configure the store rather than the connection.
-_FLOAT_OPTIONS = ("timeout", "history_ttl", "sweep_every")
+_FLOAT_OPTIONS = ("timeout", "history_ttl", "idle_ttl", "sweep_every")
+_TTL_OPTIONS = ("history_ttl", "idle_ttl")
 _STORE_OPTIONS = ("prefix", *_FLOAT_OPTIONS, "max_connections")
 
 
 def open_store(url: str, **options: Any) -> StateStore:
     """Opens the state store a URL names.
 
-    Options (``prefix``, ``timeout``, ``history_ttl`` ...) go to the store's constructor; they
+    Options (``prefix``, ``timeout``, ``idle_ttl``, ``history_ttl`` ...) go to the store's constructor; they
     may also be given as query parameters (``redis://localhost:6379/0?prefix=cw:``). Keyword
     arguments win over the URL.
 
@@ -109,13 +119,21 @@ def _options(url: str, options: dict[str, Any], *, strict: bool) -> tuple[str, d
 
 
 def _convert(name: str, value: str) -> Any:
+    if name in _TTL_OPTIONS and value.lower() == "none":
+        return None
     try:
         if name in _FLOAT_OPTIONS:
-            return float(value)
+            seconds = float(value)
+            if not math.isfinite(seconds) or seconds <= 0:
+                raise ValueError
+            return seconds
         if name == "max_connections":
             return int(value)
     except ValueError:
-        raise ValueError(f"State store option {name}={value!r} must be a number") from None
+        raise ValueError(
+            f"State store option {name}={value!r} must be a number of seconds > 0"
+            + (" or none" if name in _TTL_OPTIONS else "")
+        ) from None
     return value
 
 

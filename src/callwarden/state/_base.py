@@ -31,15 +31,19 @@ if TYPE_CHECKING:
     from callwarden.state._history import SessionHistory
 
 __all__ = [
+    "DEFAULT_IDLE_TTL",
+    "RAN_EFFECTS",
     "TOLERANCE",
     "Counter",
     "CounterState",
+    "HistoryEntry",
     "StateStore",
     "StoreUnavailable",
     "StoredValue",
     "check_key",
     "check_ttl",
     "check_version",
+    "deadline_passed",
     "decode_value",
     "encode_value",
     "exceeds",
@@ -48,6 +52,12 @@ __all__ = [
 
 TOLERANCE = 1e-9
 """Relative slack on ``used + weight > limit``, so that 3 x 0.1 fits a limit of 0.3."""
+
+DEFAULT_IDLE_TTL = 7 * 86400.0
+"""Seconds after its last use that a windowless counter or a session's history is forgotten."""
+
+RAN_EFFECTS = frozenset({"allow", "modify", "approved"})
+"""Recorded effects of calls that ran: what ``history.tools`` counts."""
 
 
 class StoreUnavailable(Exception):
@@ -98,13 +108,50 @@ class CounterState:
     Attributes:
         used: Usage within the window *before* this call.
         exceeded: Whether ``used + weight > limit``.
-        reset_at: When enough usage leaves the window for this call to fit; ``None`` when not
-            exceeded, or when it never will (no window, or ``weight > limit``).
+        reset_at: When enough usage leaves the window for a call like this one to fit,
+            counting this call's own usage when it was counted (an ``always`` counter's
+            attempt); ``None`` when not exceeded, or when it never will (no window, or
+            ``weight > limit``).
     """
 
     used: float
     exceeded: bool
     reset_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """A decided call to add to its session's history in the same atomic step as the counters.
+
+    The effect recorded depends on what the counters find, since exceeding a limit changes the
+    decision: ``effect`` when no counter is exceeded; otherwise, among the exceeded counters
+    whose ``if_exceeded`` entry is a ``(rank, effect)`` pair, the effect of the highest rank
+    (the first of equal ranks). ``if_exceeded`` is aligned with the counters (shorter: None).
+
+    Attributes:
+        session: The session whose history grows.
+        tool: The tool called.
+        effect: The effect recorded when no counter is exceeded.
+        if_exceeded: Per counter, ``None`` or the ``(rank, effect)`` its exceeding decides.
+    """
+
+    session: str
+    tool: str
+    effect: str
+    if_exceeded: tuple[tuple[float, str] | None, ...] = ()
+
+    def effect_for(self, exceeded: Sequence[bool]) -> str:
+        """Returns the effect to record, given which counters are exceeded."""
+        effect, best = self.effect, -math.inf
+        for hit, alternative in zip(exceeded, self.if_exceeded, strict=False):
+            if hit and alternative is not None and alternative[0] > best:
+                best, effect = alternative
+        return effect
+
+
+def deadline_passed(deadline: float | None, now: float) -> bool:
+    """Whether ``now`` (a :func:`time.perf_counter` value) is past ``deadline``."""
+    return deadline is not None and now > deadline
 
 
 def exceeds(used: float, weight: float, limit: float) -> bool:
@@ -205,7 +252,8 @@ class StateStore(ABC):
 
     @abstractmethod
     def consume(
-        self, counters: Sequence[Counter], *, now: float, commit: bool
+        self, counters: Sequence[Counter], *, now: float, commit: bool,
+        deadline: float | None = None, record: HistoryEntry | None = None,
     ) -> list[CounterState]:
         """Checks every counter and counts this call, atomically as a whole.
 
@@ -215,25 +263,31 @@ class StateStore(ABC):
         all or nothing.
 
         Args:
-            counters: The limits that apply to this call.
+            counters: The limits that apply to this call (may be empty with ``record``).
             now: The call's time, in seconds (``time.time()``).
             commit: Count the call (``False`` only checks, apart from ``always`` counters).
+            deadline: A :func:`time.perf_counter` value: wait no longer, write nothing after.
+            record: The call to add to its session's history in the same atomic step (one
+                round trip for a decision's counters and its history).
 
         Returns:
             One :class:`CounterState` per counter, in the same order.
 
         Raises:
-            StoreUnavailable: The store failed; nothing is known about the limits.
+            StoreUnavailable: The store failed or the deadline passed; nothing is known about
+                the limits.
         """
 
     @abstractmethod
     async def aconsume(
-        self, counters: Sequence[Counter], *, now: float, commit: bool
+        self, counters: Sequence[Counter], *, now: float, commit: bool,
+        deadline: float | None = None, record: HistoryEntry | None = None,
     ) -> list[CounterState]:
         """Async twin of :meth:`consume`."""
 
     @abstractmethod
-    def record(self, session: str, tool: str, effect: str, *, now: float) -> None:
+    def record(self, session: str, tool: str, effect: str, *, now: float,
+               deadline: float | None = None) -> None:
         """Adds one decided call to a session's history, in constant time.
 
         Raises:
@@ -241,11 +295,12 @@ class StateStore(ABC):
         """
 
     @abstractmethod
-    async def arecord(self, session: str, tool: str, effect: str, *, now: float) -> None:
+    async def arecord(self, session: str, tool: str, effect: str, *, now: float,
+                      deadline: float | None = None) -> None:
         """Async twin of :meth:`record`."""
 
     @abstractmethod
-    def history(self, session: str) -> SessionHistory:
+    def history(self, session: str, *, deadline: float | None = None) -> SessionHistory:
         """Returns a snapshot of a session's history; cost does not grow with its length.
 
         Raises:
@@ -253,7 +308,7 @@ class StateStore(ABC):
         """
 
     @abstractmethod
-    async def ahistory(self, session: str) -> SessionHistory:
+    async def ahistory(self, session: str, *, deadline: float | None = None) -> SessionHistory:
         """Async twin of :meth:`history`."""
 
     @abstractmethod

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from callwarden.state._base import RAN_EFFECTS
+
 __all__ = ["HistoryTally", "SessionHistory"]
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -24,21 +26,27 @@ def _empty() -> Mapping[Any, Any]:
 class SessionHistory:
     """A read-only snapshot of one session's history.
 
+    Every decision is recorded with its effect; an ``ask`` that a person approved is recorded
+    once more as ``approved`` when it runs.
+
     Attributes:
         session: The session it describes.
-        count: Calls recorded.
-        tools: Calls per tool name.
-        effects: Calls per effect (``allow``, ``deny`` ...).
-        tool_effects: Calls per tool, then per effect: ``tool_effects["bash"]["deny"]``.
+        count: Decisions recorded (attempts, whatever their effect).
+        tools: Calls per tool name that *ran*: recorded as ``allow``, ``modify`` or
+            ``approved`` (a denied or pending call is not in it).
+        attempts: Decisions per tool name, whatever their effect.
+        effects: Decisions per effect (``allow``, ``deny``, ``approved`` ...).
+        tool_effects: Decisions per tool, then per effect: ``tool_effects["bash"]["deny"]``.
         last_tool: The tool recorded last, or ``None``.
-        last_time: When the last call was recorded, or ``None``.
-        first_time: When the first call was recorded, or ``None``.
+        last_time: When the last decision was recorded, or ``None``.
+        first_time: When the first decision was recorded, or ``None``.
         last_time_by_tool: When each tool was last recorded.
     """
 
     session: str
     count: int = 0
     tools: Mapping[str, int] = field(default_factory=_empty)
+    attempts: Mapping[str, int] = field(default_factory=_empty)
     effects: Mapping[str, int] = field(default_factory=_empty)
     tool_effects: Mapping[str, Mapping[str, int]] = field(default_factory=_empty)
     last_tool: str | None = None
@@ -60,16 +68,20 @@ class SessionHistory:
     ) -> SessionHistory:
         """Builds a snapshot from ``(tool, effect, count)`` rows, as the stores keep them."""
         tools: dict[str, int] = {}
+        attempts: dict[str, int] = {}
         effects: dict[str, int] = {}
         nested: dict[str, dict[str, int]] = {}
         for tool, effect, n in pairs:
-            tools[tool] = tools.get(tool, 0) + n
+            attempts[tool] = attempts.get(tool, 0) + n
+            if effect in RAN_EFFECTS:
+                tools[tool] = tools.get(tool, 0) + n
             effects[effect] = effects.get(effect, 0) + n
             nested.setdefault(tool, {})[effect] = n
         return cls(
             session=session,
             count=count,
             tools=MappingProxyType(tools),
+            attempts=MappingProxyType(attempts),
             effects=MappingProxyType(effects),
             tool_effects=MappingProxyType({t: MappingProxyType(e) for t, e in nested.items()}),
             last_tool=last_tool,
@@ -88,6 +100,7 @@ class SessionHistory:
             "session": self.session,
             "count": self.count,
             "tools": dict(self.tools),
+            "attempts": dict(self.attempts),
             "effects": dict(self.effects),
             "tool_effects": {t: dict(e) for t, e in self.tool_effects.items()},
             "last_tool": self.last_tool,

@@ -7,13 +7,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from time import perf_counter as _perf
 from typing import Any
 
 from callwarden.state._base import (
+    DEFAULT_IDLE_TTL,
     Counter,
     CounterState,
+    HistoryEntry,
     StateStore,
     StoredValue,
+    StoreUnavailable,
     check_key,
     check_ttl,
     check_version,
@@ -29,13 +33,14 @@ __all__ = ["MemoryStore"]
 
 class _Series:
     """The usage under one key: its total and, for a window, ``(expires_at, weight)`` entries
-    oldest first (``None`` for a key counted forever)."""
+    oldest first (``None`` for a key counted forever, forgotten when idle since ``used``)."""
 
-    __slots__ = ("entries", "total")
+    __slots__ = ("entries", "total", "used")
 
     def __init__(self, windowed: bool) -> None:
         self.entries: deque[tuple[float, float]] | None = deque() if windowed else None
         self.total = 0.0
+        self.used = 0.0
 
     def prune(self, now: float) -> None:
         entries = self.entries
@@ -68,12 +73,15 @@ class MemoryStore(StateStore):
     Args:
         history_ttl: Forget a session's history this many seconds after its last call
             (``None``: keep it while the process lives).
+        idle_ttl: Forget a counter without a window this many seconds after its last use
+            (``None``: keep it while the process lives).
         sweep_every: Seconds between sweeps of unused keys.
     """
 
     __slots__ = (
         "_history",
         "_history_ttl",
+        "_idle_ttl",
         "_kv",
         "_kv_sweep",
         "_lock",
@@ -82,11 +90,13 @@ class MemoryStore(StateStore):
         "_sweep_every",
     )
 
-    def __init__(self, *, history_ttl: float | None = None, sweep_every: float = 60.0) -> None:
+    def __init__(self, *, history_ttl: float | None = DEFAULT_IDLE_TTL,
+                 idle_ttl: float | None = DEFAULT_IDLE_TTL, sweep_every: float = 60.0) -> None:
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
         self._history: dict[str, HistoryTally] = {}
         self._history_ttl = history_ttl
+        self._idle_ttl = idle_ttl
         self._sweep_every = sweep_every
         self._next_sweep: float | None = None
         # key -> (JSON text, version, expires_at): text, so that readers get fresh copies.
@@ -94,10 +104,13 @@ class MemoryStore(StateStore):
         self._kv_sweep = 0.0
 
     def consume(
-        self, counters: Sequence[Counter], *, now: float, commit: bool
+        self, counters: Sequence[Counter], *, now: float, commit: bool,
+        deadline: float | None = None, record: HistoryEntry | None = None,
     ) -> list[CounterState]:
         """See :meth:`StateStore.consume`."""
         with self._lock:
+            if deadline is not None and _perf() > deadline:
+                raise StoreUnavailable("the deadline passed before the store was reached")
             self._maybe_sweep(now)
             found: list[_Series | None] = []
             exceeded: list[bool] = []
@@ -105,48 +118,62 @@ class MemoryStore(StateStore):
                 series = self._series.get(counter.key)
                 if series is not None:
                     series.prune(now)
+                    series.used = now
                 found.append(series)
                 used = series.total if series is not None else 0.0
                 exceeded.append(exceeds(used, counter.weight, counter.limit))
-            states = [
-                _state(counter, series, hit)
-                for counter, series, hit in zip(counters, found, exceeded, strict=True)
-            ]
+            totals = [s.total if s is not None else 0.0 for s in found]
             allowed = commit and not any(exceeded)
-            for counter in counters:
+            for i, counter in enumerate(counters):
                 if counter.weight and (allowed or counter.always):
                     window = counter.window
-                    series = self._series.get(counter.key)
+                    series = found[i] or self._series.get(counter.key)
                     if series is None:
-                        series = self._series[counter.key] = _Series(window is not None)
+                        series = found[i] = self._series[counter.key] = _Series(window is not None)
+                        series.used = now
                     series.add(None if window is None else now + window, counter.weight)
-            return states
+            if record is not None:
+                self._record(record.session, record.tool, record.effect_for(exceeded), now)
+            return [
+                _state(counter, series, used, hit)
+                for counter, series, used, hit in zip(counters, found, totals, exceeded,
+                                                      strict=True)
+            ]
 
     async def aconsume(
-        self, counters: Sequence[Counter], *, now: float, commit: bool
+        self, counters: Sequence[Counter], *, now: float, commit: bool,
+        deadline: float | None = None, record: HistoryEntry | None = None,
     ) -> list[CounterState]:
         """See :meth:`StateStore.consume`. Runs inline: the lock is held for microseconds."""
-        return self.consume(counters, now=now, commit=commit)
+        return self.consume(counters, now=now, commit=commit, deadline=deadline, record=record)
 
-    def record(self, session: str, tool: str, effect: str, *, now: float) -> None:
+    def record(self, session: str, tool: str, effect: str, *, now: float,
+               deadline: float | None = None) -> None:
         """See :meth:`StateStore.record`."""
         with self._lock:
-            tally = self._history.get(session)
-            if tally is None:
-                tally = self._history[session] = HistoryTally()
-            tally.add(tool, effect, now)
+            if deadline is not None and _perf() > deadline:
+                raise StoreUnavailable("the deadline passed before the store was reached")
+            self._maybe_sweep(now)
+            self._record(session, tool, effect, now)
 
-    async def arecord(self, session: str, tool: str, effect: str, *, now: float) -> None:
+    def _record(self, session: str, tool: str, effect: str, now: float) -> None:
+        tally = self._history.get(session)
+        if tally is None:
+            tally = self._history[session] = HistoryTally()
+        tally.add(tool, effect, now)
+
+    async def arecord(self, session: str, tool: str, effect: str, *, now: float,
+                      deadline: float | None = None) -> None:
         """See :meth:`StateStore.record`."""
-        self.record(session, tool, effect, now=now)
+        self.record(session, tool, effect, now=now, deadline=deadline)
 
-    def history(self, session: str) -> SessionHistory:
+    def history(self, session: str, *, deadline: float | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`."""
         with self._lock:
             tally = self._history.get(session)
             return SessionHistory(session) if tally is None else tally.snapshot(session)
 
-    async def ahistory(self, session: str) -> SessionHistory:
+    async def ahistory(self, session: str, *, deadline: float | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`."""
         return self.history(session)
 
@@ -257,11 +284,14 @@ class MemoryStore(StateStore):
         if self._next_sweep is not None and now < self._next_sweep:
             return
         self._next_sweep = now + self._sweep_every
+        idle_cutoff = None if self._idle_ttl is None else now - self._idle_ttl
         for key, series in list(self._series.items()):
             if series.entries is not None:
                 series.prune(now)
                 if not series.entries:
                     del self._series[key]
+            elif idle_cutoff is not None and series.used <= idle_cutoff:
+                del self._series[key]
         if self._history_ttl is not None:
             cutoff = now - self._history_ttl
             for session, tally in list(self._history.items()):
@@ -269,8 +299,9 @@ class MemoryStore(StateStore):
                     del self._history[session]
 
 
-def _state(counter: Counter, series: _Series | None, hit: bool) -> CounterState:
-    used = series.total if series is not None else 0.0
+def _state(counter: Counter, series: _Series | None, used: float, hit: bool) -> CounterState:
     if not hit or series is None or series.entries is None:
         return CounterState(used, hit, None)
-    return CounterState(used, hit, reset_time(series.entries, used, counter.weight, counter.limit))
+    # Read after this call's writes: an attempt counted just now delays the reset too.
+    return CounterState(used, hit,
+                        reset_time(series.entries, series.total, counter.weight, counter.limit))

@@ -9,6 +9,7 @@ import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from time import perf_counter as _perf
 from typing import Any
 
 import redis
@@ -19,9 +20,11 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 
 from callwarden.state._base import (
+    DEFAULT_IDLE_TTL,
     TOLERANCE,
     Counter,
     CounterState,
+    HistoryEntry,
     StateStore,
     StoredValue,
     StoreUnavailable,
@@ -37,23 +40,28 @@ __all__ = ["RedisStore"]
 
 # Keys live this long past their newest entry's expiry (server time), so that a server clock
 # slightly behind the callers' never drops usage that still counts.
-_TTL_MARGIN_MS = 1000
+_TTL_MARGIN = "1000"
 
 # KEYS: two per counter, the entries ZSET and its running total (both the total for a counter
-# without a window). ARGV: now, commit, token, tolerance, TTL margin, then per counter:
-# limit, window ('' = forever), weight, always, expires_at. Members are token:index:weight,
-# scored by expiry; weights travel as Python reprs so no digits are lost on the way.
-# Returns used, exceeded, reset_at ('' = none) per counter, all as strings: Lua numbers would
-# come back truncated to integers.
+# without a window), then the session's history hash when a call is recorded.
+# ARGV: now, commit, token, tolerance, TTL margin, idle TTL in ms ('' = none), number of
+# counters, then the history record: '1' to record (else '0'), tool, effect, history TTL in
+# ms ('' = none); then per counter: limit, window ('' = forever), weight, always, expires_at,
+# rank ('' = none) and effect recorded when it is the highest-ranked exceeded counter.
+# Members are token:index:weight, scored by expiry; weights travel as Python reprs so no
+# digits are lost on the way. Returns used, exceeded, reset_at ('' = none) per counter, all
+# as strings: Lua numbers would come back truncated to integers.
 _CONSUME = """
 local now, nownum = ARGV[1], tonumber(ARGV[1])
 local commit, token = ARGV[2] == '1', ARGV[3]
-local tol, margin = tonumber(ARGV[4]), tonumber(ARGV[5])
-local n = #KEYS / 2
+local tol, margin, idle = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local n = tonumber(ARGV[7])
+local record, tool, effect, hist_ttl = ARGV[8] == '1', ARGV[9], ARGV[10], ARGV[11]
+local base = 11
 local used, hit, reset = {}, {}, {}
 local blocked = false
 for i = 1, n do
-  local a = 5 + (i - 1) * 5
+  local a = base + (i - 1) * 7
   local limit, window, weight = tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3])
   local zkey, skey = KEYS[2 * i - 1], KEYS[2 * i]
   if window ~= '' then
@@ -70,36 +78,22 @@ for i = 1, n do
     end
   end
   local u = redis.call('GET', skey) or '0'
-  local un = tonumber(u)
-  local slack = tol * math.max(1, math.abs(limit))
   used[i], hit[i], reset[i] = u, '0', ''
-  if un + weight - limit > slack then
+  if tonumber(u) + weight - limit > tol * math.max(1, math.abs(limit)) then
     hit[i], blocked = '1', true
-    if window ~= '' and weight - limit <= slack then
-      local need, removed, start = un + weight - limit - slack, 0, 0
-      while reset[i] == '' do
-        local batch = redis.call('ZRANGE', zkey, start, start + 99, 'WITHSCORES')
-        if #batch == 0 then break end
-        for j = 1, #batch, 2 do
-          removed = removed + tonumber(string.match(batch[j], '[^:]*$'))
-          if removed >= need then
-            reset[i] = batch[j + 1]
-            break
-          end
-        end
-        start = start + 100
-      end
-    end
   end
 end
 local allowed = commit and not blocked
 local out = {}
 for i = 1, n do
-  local a = 5 + (i - 1) * 5
-  local window, weight, always = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] == '1'
+  local a = base + (i - 1) * 7
+  local limit, window, weight = tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3]
+  local always = ARGV[a + 4] == '1'
+  local zkey, skey = KEYS[2 * i - 1], KEYS[2 * i]
+  local total = tonumber(used[i])
   if tonumber(weight) > 0 and (allowed or always) then
-    local zkey, skey = KEYS[2 * i - 1], KEYS[2 * i]
     redis.call('INCRBYFLOAT', skey, weight)
+    total = total + tonumber(weight)
     if window ~= '' then
       redis.call('ZADD', zkey, ARGV[a + 5], token .. ':' .. i .. ':' .. weight)
       local top = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
@@ -108,7 +102,44 @@ for i = 1, n do
       redis.call('PEXPIRE', skey, ttl)
     end
   end
+  if window == '' and idle ~= '' then
+    -- Every use of a counter without a window restarts its idle time (no-op when absent).
+    redis.call('PEXPIRE', skey, idle)
+  end
+  local slack = tol * math.max(1, math.abs(limit))
+  if hit[i] == '1' and window ~= '' and tonumber(weight) - limit <= slack then
+    -- After this call's writes: an attempt counted just now delays the reset too.
+    local need, removed, start = total + tonumber(weight) - limit - slack, 0, 0
+    while reset[i] == '' do
+      local batch = redis.call('ZRANGE', zkey, start, start + 99, 'WITHSCORES')
+      if #batch == 0 then break end
+      for j = 1, #batch, 2 do
+        removed = removed + tonumber(string.match(batch[j], '[^:]*$'))
+        if removed >= need then
+          reset[i] = batch[j + 1]
+          break
+        end
+      end
+      start = start + 100
+    end
+  end
   out[3 * i - 2], out[3 * i - 1], out[3 * i] = used[i], hit[i], reset[i]
+end
+if record then
+  local best = nil
+  for i = 1, n do
+    local a = base + (i - 1) * 7
+    local rank = ARGV[a + 6]
+    if hit[i] == '1' and rank ~= '' and (best == nil or tonumber(rank) > best) then
+      best, effect = tonumber(rank), ARGV[a + 7]
+    end
+  end
+  local k = KEYS[2 * n + 1]
+  redis.call('HINCRBY', k, 'n', 1)
+  redis.call('HSETNX', k, 'first', now)
+  redis.call('HSET', k, 'last', now, 'tool', tool, 't:' .. tool, now)
+  redis.call('HINCRBY', k, 'p:' .. #tool .. ':' .. tool .. effect, 1)
+  if hist_ttl ~= '' then redis.call('PEXPIRE', k, hist_ttl) end
 end
 return out
 """
@@ -162,11 +193,46 @@ class _Script:
         except NoScriptError:
             return client.eval(self.source, len(keys), *keys, *args)
 
+    def within(self, client: redis.Redis, keys: list[str], args: list[str],
+               deadline: float) -> Any:
+        """Runs the script, waiting for the reply no longer than until ``deadline``.
+
+        A connection that times out is dropped (redis-py disconnects it), so a late reply
+        can never be read as the answer to another command.
+        """
+        pool = client.connection_pool
+        for attempt in (1, 2):
+            _remaining(deadline)  # nothing is sent once the deadline has passed
+            conn = pool.get_connection()
+            try:
+                try:
+                    conn.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
+                    return conn.read_response(timeout=_remaining(deadline))
+                except NoScriptError:
+                    conn.send_command("EVAL", self.source, len(keys), *keys, *args)
+                    return conn.read_response(timeout=_remaining(deadline))
+                except redis.ConnectionError:
+                    # Once, like the client's own retry: a pooled connection the server
+                    # dropped (a restart) is replaced.
+                    conn.disconnect()
+                    if attempt == 2:
+                        raise
+            finally:
+                pool.release(conn)
+        raise AssertionError("unreachable")
+
     async def acall(self, client: redis.asyncio.Redis, keys: list[str], args: list[str]) -> Any:
         try:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
             return await client.eval(self.source, len(keys), *keys, *args)
+
+
+def _remaining(deadline: float) -> float:
+    remaining = deadline - _perf()
+    if remaining <= 0:
+        raise redis.TimeoutError("the deadline passed")
+    return remaining
 
 
 _consume = _Script(_CONSUME)
@@ -177,18 +243,27 @@ _set = _Script(_SET)
 class RedisStore(StateStore):
     """Counters and history in Redis, shared by every process and host using the server.
 
-    Each :meth:`consume` is one Lua script (EVALSHA), hence atomic and one round trip. Windowed
-    keys expire by themselves once their newest entry has left the window. A server that is
-    down or slower than ``timeout`` raises :class:`StoreUnavailable`; the store reconnects on
-    the next call. A call that fails after reaching the server may have been counted: failing
-    closed may overcount, never undercount. Keys of one call must live on one server (no
-    Redis Cluster).
+    Each :meth:`consume` is one Lua script (EVALSHA), hence atomic and one round trip, which
+    also records the call in its session's history when asked to. Windowed keys expire by
+    themselves once their newest entry has left the window; counters without a window and
+    session histories expire ``idle_ttl`` / ``history_ttl`` after their last use. A server
+    that is down or slower than ``timeout`` (or the caller's deadline, if sooner) raises
+    :class:`StoreUnavailable`; the store reconnects on the next call.
+
+    Overcount window: a script sent before the deadline runs on the server even when its
+    reply comes too late (a frozen or overloaded server works through what it received), so
+    a decision that failed closed may still have been counted. Failing closed may overcount,
+    never undercount; nothing is sent once the deadline has passed. Keys of one call must
+    live on one server (no Redis Cluster).
 
     Args:
         url: ``redis://host:port/db``, ``rediss://...`` or ``unix://...``.
         prefix: Prepended to every key.
         timeout: Seconds to wait for a connection or a reply.
-        history_ttl: Forget a session's history this many seconds after its last call.
+        history_ttl: Forget a session's history this many seconds after its last call
+            (``None``: never).
+        idle_ttl: Forget a counter without a window this many seconds after its last use
+            (``None``: never).
         max_connections: Connections per client (one sync, one async per event loop).
     """
 
@@ -197,6 +272,7 @@ class RedisStore(StateStore):
         "_aloop",
         "_client",
         "_history_ttl_ms",
+        "_idle_ttl_ms",
         "_max_connections",
         "_prefix",
         "_timeout",
@@ -209,14 +285,16 @@ class RedisStore(StateStore):
         *,
         prefix: str = "callwarden:",
         timeout: float = 0.5,
-        history_ttl: float | None = None,
+        history_ttl: float | None = DEFAULT_IDLE_TTL,
+        idle_ttl: float | None = DEFAULT_IDLE_TTL,
         max_connections: int = 64,
     ) -> None:
         self._url = url
         self._prefix = prefix
         self._timeout = timeout
         self._max_connections = max_connections
-        self._history_ttl_ms = "" if history_ttl is None else str(math.ceil(history_ttl * 1000))
+        self._history_ttl_ms = _ms(history_ttl)
+        self._idle_ttl_ms = _ms(idle_ttl)
         # One retry on connection errors only: it replaces a pooled connection the server
         # dropped (a restart) without doubling the wait on a slow server.
         self._client = redis.Redis(
@@ -235,39 +313,58 @@ class RedisStore(StateStore):
     # -- counters -----------------------------------------------------------------------
 
     def consume(
-        self, counters: Sequence[Counter], *, now: float, commit: bool
+        self, counters: Sequence[Counter], *, now: float, commit: bool,
+        deadline: float | None = None, record: HistoryEntry | None = None,
     ) -> list[CounterState]:
         """See :meth:`StateStore.consume`."""
-        if not counters:
+        if not counters and record is None:
             return []
-        keys, args = self._consume_args(counters, now, commit)
+        keys, args = self._consume_args(counters, now, commit, record)
         try:
-            reply = _consume(self._client, keys, args)
+            if deadline is None:
+                reply = _consume(self._client, keys, args)
+            else:
+                reply = _consume.within(self._client, keys, args, self._bound(deadline))
         except (RedisError, UnicodeEncodeError) as exc:
             raise self._unavailable(exc) from exc
         return _parse_consume(counters, reply)
 
     async def aconsume(
-        self, counters: Sequence[Counter], *, now: float, commit: bool
+        self, counters: Sequence[Counter], *, now: float, commit: bool,
+        deadline: float | None = None, record: HistoryEntry | None = None,
     ) -> list[CounterState]:
-        """See :meth:`StateStore.consume`."""
-        if not counters:
+        """See :meth:`StateStore.consume`. The caller bounds the wait (``asyncio.wait_for``);
+        nothing is sent once ``deadline`` has passed."""
+        if not counters and record is None:
             return []
-        keys, args = self._consume_args(counters, now, commit)
+        keys, args = self._consume_args(counters, now, commit, record)
         try:
+            if deadline is not None:
+                _remaining(deadline)
             reply = await _consume.acall(self._async_client(), keys, args)
         except (RedisError, UnicodeEncodeError) as exc:
             raise self._unavailable(exc) from exc
         return _parse_consume(counters, reply)
 
+    def _bound(self, deadline: float) -> float:
+        """The caller's deadline, or this store's own timeout if sooner."""
+        return min(deadline, _perf() + self._timeout)
+
     def _consume_args(
-        self, counters: Sequence[Counter], now: float, commit: bool
+        self, counters: Sequence[Counter], now: float, commit: bool,
+        record: HistoryEntry | None,
     ) -> tuple[list[str], list[str]]:
         prefix = self._prefix
         keys: list[str] = []
-        args = [repr(float(now)), "1" if commit else "0", uuid.uuid4().hex, repr(TOLERANCE)]
-        args.append(str(_TTL_MARGIN_MS))
-        for c in counters:
+        args = [repr(float(now)), "1" if commit else "0", uuid.uuid4().hex, repr(TOLERANCE),
+                _TTL_MARGIN, self._idle_ttl_ms, str(len(counters))]
+        if record is None:
+            args += ("0", "", "", "")
+            ranks: tuple[tuple[float, str] | None, ...] = ()
+        else:
+            args += ("1", record.tool, record.effect, self._history_ttl_ms)
+            ranks = record.if_exceeded
+        for i, c in enumerate(counters):
             if c.window is None:
                 total = f"{prefix}t:{c.key}"
                 keys += (total, total)
@@ -276,23 +373,36 @@ class RedisStore(StateStore):
                 keys += (f"{prefix}w:{c.key}", f"{prefix}s:{c.key}")
                 window, expires = repr(float(c.window)), repr(now + c.window)
             args += (repr(float(c.limit)), window, repr(float(c.weight)), "1" if c.always else "0")
-            args.append(expires)
+            alternative = ranks[i] if i < len(ranks) else None
+            if alternative is None:
+                args += (expires, "", "")
+            else:
+                args += (expires, repr(float(alternative[0])), alternative[1])
+        if record is not None:
+            keys.append(f"{prefix}h:{record.session}")
         return keys, args
 
     # -- history ------------------------------------------------------------------------
 
-    def record(self, session: str, tool: str, effect: str, *, now: float) -> None:
+    def record(self, session: str, tool: str, effect: str, *, now: float,
+               deadline: float | None = None) -> None:
         """See :meth:`StateStore.record`."""
         keys, args = [self._prefix + "h:" + session], self._record_args(tool, effect, now)
         try:
-            _record(self._client, keys, args)
+            if deadline is None:
+                _record(self._client, keys, args)
+            else:
+                _record.within(self._client, keys, args, self._bound(deadline))
         except (RedisError, UnicodeEncodeError) as exc:
             raise self._unavailable(exc) from exc
 
-    async def arecord(self, session: str, tool: str, effect: str, *, now: float) -> None:
+    async def arecord(self, session: str, tool: str, effect: str, *, now: float,
+                      deadline: float | None = None) -> None:
         """See :meth:`StateStore.record`."""
         keys, args = [self._prefix + "h:" + session], self._record_args(tool, effect, now)
         try:
+            if deadline is not None:
+                _remaining(deadline)
             await _record.acall(self._async_client(), keys, args)
         except (RedisError, UnicodeEncodeError) as exc:
             raise self._unavailable(exc) from exc
@@ -300,15 +410,18 @@ class RedisStore(StateStore):
     def _record_args(self, tool: str, effect: str, now: float) -> list[str]:
         return [tool, effect, repr(float(now)), self._history_ttl_ms]
 
-    def history(self, session: str) -> SessionHistory:
+    def history(self, session: str, *, deadline: float | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`."""
         try:
-            fields = self._client.hgetall(self._prefix + "h:" + session)
+            if deadline is None or deadline - _perf() >= self._timeout:
+                fields = self._client.hgetall(self._prefix + "h:" + session)
+            else:
+                fields = _hgetall_within(self._client, self._prefix + "h:" + session, deadline)
         except (RedisError, UnicodeEncodeError) as exc:
             raise self._unavailable(exc) from exc
         return _parse_history(session, fields)
 
-    async def ahistory(self, session: str) -> SessionHistory:
+    async def ahistory(self, session: str, *, deadline: float | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`."""
         try:
             fields = await self._async_client().hgetall(self._prefix + "h:" + session)
@@ -485,6 +598,30 @@ class RedisStore(StateStore):
 
     def _unavailable(self, exc: Exception) -> StoreUnavailable:
         return StoreUnavailable(f"Redis store at {_redact(self._url)} failed: {exc}")
+
+
+def _ms(seconds: float | None) -> str:
+    """A TTL as the script takes it: milliseconds, or '' for none."""
+    if seconds is None:
+        return ""
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"a TTL must be None or a finite number of seconds > 0, got {seconds!r}")
+    return str(max(1, math.ceil(seconds * 1000)))
+
+
+def _hgetall_within(client: redis.Redis, key: str, deadline: float) -> Any:
+    pool = client.connection_pool
+    _remaining(deadline)
+    conn = pool.get_connection()
+    try:
+        conn.send_command("HGETALL", key)
+        reply = conn.read_response(timeout=_remaining(deadline))
+    finally:
+        pool.release(conn)
+    # RESP2 answers a flat list; RESP3 a map.
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[::2], reply[1::2], strict=True))
 
 
 def _parse_consume(counters: Sequence[Counter], reply: list[bytes]) -> list[CounterState]:

@@ -11,11 +11,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from time import perf_counter as _perf
 from typing import Any, TypeVar
 
 from callwarden.state._base import (
+    DEFAULT_IDLE_TTL,
     Counter,
     CounterState,
+    HistoryEntry,
     StateStore,
     StoredValue,
     StoreUnavailable,
@@ -35,7 +38,8 @@ _T = TypeVar("_T")
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
 
 # {p} is the table prefix. Windowed usage is one row per event in `entries` plus a running
-# total in `counters`; a key counted forever is only its `counters` row.
+# total in `counters`; a key without a window is only its `counters` row, whose expires_at is
+# its last use plus the idle TTL (NULL: never).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS {p}entries (
     key TEXT NOT NULL, expires_at REAL NOT NULL, weight REAL NOT NULL);
@@ -66,19 +70,26 @@ class SQLiteStore(StateStore):
 
     Each :meth:`consume` is one ``BEGIN IMMEDIATE`` transaction, so concurrent processes count
     exactly. A database that stays locked or cannot be opened raises
-    :class:`StoreUnavailable` once ``timeout`` has passed; the next call tries again.
+    :class:`StoreUnavailable` once ``timeout`` (or the caller's deadline, if sooner) has
+    passed; the next call tries again. The deadline is checked again once the write lock is
+    held: a call whose deadline passed while it waited rolls back and counts nothing.
 
     Args:
         path: The database file (created if missing), or ``":memory:"``.
         prefix: Prefix of the table names, letters, digits and ``_``.
         timeout: Seconds to wait for another process's lock before failing.
-        history_ttl: Forget a session's history this many seconds after its last call.
+        history_ttl: Forget a session's history this many seconds after its last call
+            (``None``: never).
+        idle_ttl: Forget a counter without a window this many seconds after its last use
+            (``None``: never).
         sweep_every: Seconds between deletions of keys whose usage has all expired.
     """
 
     __slots__ = (
+        "_busy_ms",
         "_conn",
         "_history_ttl",
+        "_idle_ttl",
         "_kv_sweep",
         "_lock",
         "_next_sweep",
@@ -95,7 +106,8 @@ class SQLiteStore(StateStore):
         *,
         prefix: str = "callwarden_",
         timeout: float = 2.0,
-        history_ttl: float | None = None,
+        history_ttl: float | None = DEFAULT_IDLE_TTL,
+        idle_ttl: float | None = DEFAULT_IDLE_TTL,
         sweep_every: float = 60.0,
     ) -> None:
         if not _PREFIX.fullmatch(prefix):
@@ -106,6 +118,8 @@ class SQLiteStore(StateStore):
         self._prefix = prefix
         self._timeout = timeout
         self._history_ttl = history_ttl
+        self._idle_ttl = idle_ttl
+        self._busy_ms = int(timeout * 1000)  # the connection's busy_timeout right now
         self._sweep_every = sweep_every
         self._next_sweep: float | None = None
         self._kv_sweep = 0.0
@@ -116,47 +130,63 @@ class SQLiteStore(StateStore):
     # -- counters -----------------------------------------------------------------------
 
     def consume(
-        self, counters: Sequence[Counter], *, now: float, commit: bool
+        self, counters: Sequence[Counter], *, now: float, commit: bool,
+        deadline: float | None = None, record: HistoryEntry | None = None,
     ) -> list[CounterState]:
         """See :meth:`StateStore.consume`."""
-        return self._run(lambda db: self._consume(db, counters, now, commit))
+        return self._run(lambda db: self._consume(db, counters, now, commit, record), deadline)
 
     async def aconsume(
-        self, counters: Sequence[Counter], *, now: float, commit: bool
+        self, counters: Sequence[Counter], *, now: float, commit: bool,
+        deadline: float | None = None, record: HistoryEntry | None = None,
     ) -> list[CounterState]:
-        """See :meth:`StateStore.consume`. Runs in a worker thread."""
-        return await asyncio.to_thread(self.consume, counters, now=now, commit=commit)
+        """See :meth:`StateStore.consume`. Runs in a worker thread, which writes nothing once
+        the deadline has passed (the caller may have given up on it)."""
+        return await asyncio.to_thread(self.consume, counters, now=now, commit=commit,
+                                       deadline=deadline, record=record)
 
     def _consume(
-        self, db: sqlite3.Connection, counters: Sequence[Counter], now: float, commit: bool
+        self, db: sqlite3.Connection, counters: Sequence[Counter], now: float, commit: bool,
+        record: HistoryEntry | None,
     ) -> list[CounterState]:
         sql = self._sql
         self._maybe_sweep(db, now)
+        idle = None if self._idle_ttl is None else now + self._idle_ttl
         used: list[float] = []
         for counter in counters:
             if counter.window is not None:
                 pruned = [w for (w,) in db.execute(sql.prune, (counter.key, now))]
                 if pruned:
                     db.execute(sql.unprune, (math.fsum(pruned), len(pruned), counter.key))
-            row = db.execute(sql.usage, (counter.key,)).fetchone()
+                row = db.execute(sql.usage, (counter.key,)).fetchone()
+            else:
+                # Reading a counter without a window is a use: it restarts its idle time.
+                row = db.execute(sql.touch, (idle, counter.key)).fetchone()
             used.append(0.0 if row is None else float(row[0]))
         exceeded = [exceeds(u, c.weight, c.limit) for c, u in zip(counters, used, strict=True)]
-        states = []
-        for counter, u, hit in zip(counters, used, exceeded, strict=True):
-            reset_at = None
-            if hit and counter.window is not None:
-                entries = db.execute(sql.oldest, (counter.key,))
-                reset_at = reset_time(entries, u, counter.weight, counter.limit)
-            states.append(CounterState(u, hit, reset_at))
         allowed = commit and not any(exceeded)
+        added = []
         for counter in counters:
-            if counter.weight and (allowed or counter.always):
+            add = bool(counter.weight) and (allowed or counter.always)
+            added.append(add)
+            if add:
                 if counter.window is None:
-                    db.execute(sql.add_total, (counter.key, counter.weight))
+                    db.execute(sql.add_total, (counter.key, counter.weight, idle))
                 else:
                     expires_at = now + counter.window
                     db.execute(sql.add_entry, (counter.key, expires_at, counter.weight))
                     db.execute(sql.add_windowed, (counter.key, counter.weight, expires_at))
+        states = []
+        for counter, u, hit, add in zip(counters, used, exceeded, added, strict=True):
+            reset_at = None
+            if hit and counter.window is not None:
+                # Read after this call's writes: an attempt counted just now delays it too.
+                entries = db.execute(sql.oldest, (counter.key,))
+                total = u + counter.weight if add else u
+                reset_at = reset_time(entries, total, counter.weight, counter.limit)
+            states.append(CounterState(u, hit, reset_at))
+        if record is not None:
+            self._record(db, record.session, record.tool, record.effect_for(exceeded), now)
         return states
 
     def _maybe_sweep(self, db: sqlite3.Connection, now: float) -> None:
@@ -166,6 +196,9 @@ class SQLiteStore(StateStore):
         self._next_sweep = now + self._sweep_every
         db.execute(self._sql.sweep_entries, (now,))
         db.execute(self._sql.sweep_counters, (now,))
+        if self._idle_ttl is not None:
+            # Counters written before idle expiry existed (expires_at NULL) get one now.
+            db.execute(self._sql.date_forever, (now + self._idle_ttl,))
         if self._history_ttl is not None:
             cutoff = now - self._history_ttl
             db.execute(self._sql.forget_pairs, (cutoff,))
@@ -173,21 +206,27 @@ class SQLiteStore(StateStore):
 
     # -- history ------------------------------------------------------------------------
 
-    def record(self, session: str, tool: str, effect: str, *, now: float) -> None:
+    def record(self, session: str, tool: str, effect: str, *, now: float,
+               deadline: float | None = None) -> None:
         """See :meth:`StateStore.record`."""
 
         def write(db: sqlite3.Connection) -> None:
-            db.execute(self._sql.record_session, (session, now, now, tool))
-            db.execute(self._sql.record_pair, (session, tool, effect, now))
+            self._record(db, session, tool, effect, now)
             self._maybe_sweep(db, now)
 
-        self._run(write)
+        self._run(write, deadline)
 
-    async def arecord(self, session: str, tool: str, effect: str, *, now: float) -> None:
+    def _record(self, db: sqlite3.Connection, session: str, tool: str, effect: str,
+                now: float) -> None:
+        db.execute(self._sql.record_session, (session, now, now, tool))
+        db.execute(self._sql.record_pair, (session, tool, effect, now))
+
+    async def arecord(self, session: str, tool: str, effect: str, *, now: float,
+                      deadline: float | None = None) -> None:
         """See :meth:`StateStore.record`. Runs in a worker thread."""
-        await asyncio.to_thread(self.record, session, tool, effect, now=now)
+        await asyncio.to_thread(self.record, session, tool, effect, now=now, deadline=deadline)
 
-    def history(self, session: str) -> SessionHistory:
+    def history(self, session: str, *, deadline: float | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`."""
 
         def read(db: sqlite3.Connection) -> SessionHistory:
@@ -209,11 +248,11 @@ class SQLiteStore(StateStore):
                 last_time_by_tool=last_by_tool,
             )
 
-        return self._run(read, write=False)
+        return self._run(read, deadline, write=False)
 
-    async def ahistory(self, session: str) -> SessionHistory:
+    async def ahistory(self, session: str, *, deadline: float | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`. Runs in a worker thread."""
-        return await asyncio.to_thread(self.history, session)
+        return await asyncio.to_thread(self.history, session, deadline=deadline)
 
     # -- key-value records ----------------------------------------------------------------
 
@@ -221,7 +260,8 @@ class SQLiteStore(StateStore):
         """See :meth:`StateStore.get`."""
         check_key(key)
         row = self._run(
-            lambda db: db.execute(self._sql.kv_get, (key, time.time())).fetchone(), write=False
+            lambda db: db.execute(self._sql.kv_get, (key, time.time())).fetchone(), None,
+            write=False
         )
         return None if row is None else StoredValue(key, decode_value(row[0]), row[1], row[2])
 
@@ -242,7 +282,7 @@ class SQLiteStore(StateStore):
             self._kv_write(db, key, text, version, now, ttl)
             return version
 
-        return self._run(write)
+        return self._run(write, None)
 
     async def aput(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
         """See :meth:`StateStore.put`. Runs in a worker thread."""
@@ -268,7 +308,7 @@ class SQLiteStore(StateStore):
             self._kv_write(db, key, text, 1 if current is None else current + 1, now, ttl)
             return True
 
-        return self._run(write)
+        return self._run(write, None)
 
     async def acompare_and_set(
         self, key: str, expected_version: int | None, value: Mapping[str, Any], *,
@@ -285,7 +325,7 @@ class SQLiteStore(StateStore):
             rows = db.execute(self._sql.kv_delete, (key,)).fetchall()
             return any(e is None or e > time.time() for (e,) in rows)
 
-        return self._run(write)
+        return self._run(write, None)
 
     async def adelete(self, key: str) -> bool:
         """See :meth:`StateStore.delete`. Runs in a worker thread."""
@@ -294,7 +334,7 @@ class SQLiteStore(StateStore):
     def scan(self, prefix: str) -> list[StoredValue]:
         """See :meth:`StateStore.scan`."""
         rows = self._run(
-            lambda db: db.execute(self._sql.kv_scan, (prefix, time.time())).fetchall(),
+            lambda db: db.execute(self._sql.kv_scan, (prefix, time.time())).fetchall(), None,
             write=False,
         )
         return [StoredValue(k, decode_value(v), n, e) for k, v, n, e in rows]
@@ -319,20 +359,47 @@ class SQLiteStore(StateStore):
                 self._conn.close()
                 self._conn = None
 
-    def _run(self, work: Callable[[sqlite3.Connection], _T], *, write: bool = True) -> _T:
-        with self._lock:
-            try:
-                db = self._connect()
-                with _transaction(db, "IMMEDIATE" if write else "DEFERRED"):
-                    return work(db)
-            except sqlite3.Error as exc:
-                # Reopen on the next call: whatever went wrong may not be transient in this
-                # connection (a deleted file, a full disk), and reopening is cheap.
-                self._drop()
-                raise StoreUnavailable(f"SQLite store {self._path!r} failed: {exc}") from exc
-            except UnicodeEncodeError as exc:
-                # A key or name with lone surrogates cannot be stored: fail closed, loudly.
-                raise StoreUnavailable(f"SQLite store cannot store this text: {exc}") from exc
+    def _run(self, work: Callable[[sqlite3.Connection], _T], deadline: float | None, *,
+             write: bool = True) -> _T:
+        if deadline is None:
+            self._lock.acquire()
+        elif not self._lock.acquire(timeout=max(deadline - _perf(), 0.0)):
+            raise StoreUnavailable(f"SQLite store {self._path!r} is busy past the deadline")
+        try:
+            db = self._connect()
+            self._bound_wait(db, deadline)
+            with _transaction(db, "IMMEDIATE" if write else "DEFERRED"):
+                if deadline is not None and write and _perf() > deadline:
+                    # The caller gave up while this waited for the lock: count nothing.
+                    raise _LateError
+                return work(db)
+        except _LateError:
+            raise StoreUnavailable(
+                f"SQLite store {self._path!r}: the deadline passed while waiting for the lock"
+            ) from None
+        except sqlite3.Error as exc:
+            # Reopen on the next call: whatever went wrong may not be transient in this
+            # connection (a deleted file, a full disk), and reopening is cheap.
+            self._drop()
+            raise StoreUnavailable(f"SQLite store {self._path!r} failed: {exc}") from exc
+        except UnicodeEncodeError as exc:
+            # A key or name with lone surrogates cannot be stored: fail closed, loudly.
+            raise StoreUnavailable(f"SQLite store cannot store this text: {exc}") from exc
+        finally:
+            self._lock.release()
+
+    def _bound_wait(self, db: sqlite3.Connection, deadline: float | None) -> None:
+        """Waits for other processes' locks no longer than the deadline allows."""
+        wait_ms = int(self._timeout * 1000)
+        if deadline is not None:
+            remaining = int((deadline - _perf()) * 1000)
+            if remaining < wait_ms:
+                # Rounded down to 10 ms steps, so that calls with similar deadlines share the
+                # setting: a PRAGMA per call would cost more than the rest of the decision.
+                wait_ms = max(0, remaining - remaining % 10 if remaining >= 100 else remaining)
+        if wait_ms != self._busy_ms:
+            db.execute(f"PRAGMA busy_timeout = {wait_ms}")
+            self._busy_ms = wait_ms
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None:
@@ -341,7 +408,8 @@ class SQLiteStore(StateStore):
             self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            db.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            self._busy_ms = int(self._timeout * 1000)
+            db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             _enable_wal(db, self._timeout)
             db.execute("PRAGMA synchronous = NORMAL")
             with _transaction(db, "IMMEDIATE"):
@@ -359,6 +427,10 @@ class SQLiteStore(StateStore):
             with suppress(sqlite3.Error):
                 self._conn.close()
             self._conn = None
+
+
+class _LateError(Exception):
+    """The deadline passed while the transaction waited for the write lock."""
 
 
 def _enable_wal(db: sqlite3.Connection, timeout: float) -> None:
@@ -395,6 +467,7 @@ class _Statements:
         "add_entry",
         "add_total",
         "add_windowed",
+        "date_forever",
         "forget_pairs",
         "forget_sessions",
         "kv_delete",
@@ -411,6 +484,7 @@ class _Statements:
         "session",
         "sweep_counters",
         "sweep_entries",
+        "touch",
         "unprune",
         "usage",
     )
@@ -430,8 +504,12 @@ class _Statements:
             f" expires_at = max(expires_at, ?3)"
         )
         self.add_total = (
-            f"INSERT INTO {p}counters (key, total, entries, expires_at) VALUES (?1, ?2, 0, NULL)"
-            f" ON CONFLICT (key) DO UPDATE SET total = total + ?2"
+            f"INSERT INTO {p}counters (key, total, entries, expires_at) VALUES (?1, ?2, 0, ?3)"
+            f" ON CONFLICT (key) DO UPDATE SET total = total + ?2, expires_at = ?3"
+        )
+        self.touch = f"UPDATE {p}counters SET expires_at = ?1 WHERE key = ?2 RETURNING total"
+        self.date_forever = (
+            f"UPDATE {p}counters SET expires_at = ? WHERE expires_at IS NULL AND entries = 0"
         )
         self.sweep_entries = (
             f"DELETE FROM {p}entries WHERE key IN"

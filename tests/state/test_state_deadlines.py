@@ -1,0 +1,149 @@
+"""The policy deadline bounds the store: no waiting past it, no counting after it."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _state_support import RedisServer, unique_prefix
+
+from callwarden import Effect, Guard
+from callwarden.state import Counter, SQLiteStore, StoreUnavailable
+from callwarden.state._redis import RedisStore
+
+STORE_TIMEOUT = 5.0
+# Loose on purpose: a decision with a 100 ms deadline must not wait for the store's own 5 s.
+WELL_BEFORE = STORE_TIMEOUT / 2
+FAILED_CLOSED = {"state_unavailable", "policy_timeout"}
+BUDGET = {"version": 1, "timeout": "100ms", "rules": [{"id": "b", "limit": {"calls": 1}}]}
+
+
+def locked(path: Path, mode: str = "EXCLUSIVE") -> sqlite3.Connection:
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute(f"BEGIN {mode}")
+    return blocker
+
+
+def test_check_on_a_locked_sqlite_returns_within_the_policy_deadline(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = SQLiteStore(path, timeout=STORE_TIMEOUT)
+    guard = Guard.from_dict(BUDGET, state=store)
+    store.consume([], now=0.0, commit=False)  # creates the file and its tables
+    blocker = locked(path)
+    try:
+        started = time.monotonic()
+        d = guard.check("t", {})
+        elapsed = time.monotonic() - started
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert d.effect is Effect.DENY and d.reasons[0].code in FAILED_CLOSED
+    assert elapsed < WELL_BEFORE
+    store.close()
+
+
+def test_check_on_a_frozen_redis_returns_within_the_policy_deadline(
+        own_redis_server: RedisServer) -> None:
+    store = RedisStore(own_redis_server.url, prefix=unique_prefix(), timeout=STORE_TIMEOUT)
+    guard = Guard.from_dict(BUDGET, state=store)
+    store.consume([Counter("warm", 1, None)], now=0.0, commit=False)  # opens a connection
+    own_redis_server.pause()
+    try:
+        started = time.monotonic()
+        d = guard.check("t", {})
+        elapsed = time.monotonic() - started
+    finally:
+        own_redis_server.resume()
+    assert d.effect is Effect.DENY and d.reasons[0].code in FAILED_CLOSED
+    assert elapsed < WELL_BEFORE
+    # It recovers. (The frozen call's script may have run once the server resumed: the
+    # documented Redis overcount window, so the budget of 1 may be used.)
+    assert guard.check("t", {}).reasons[0].code not in FAILED_CLOSED
+    store.close()
+
+
+def test_history_read_on_a_frozen_redis_returns_within_the_policy_deadline(
+        own_redis_server: RedisServer) -> None:
+    store = RedisStore(own_redis_server.url, prefix=unique_prefix(), timeout=STORE_TIMEOUT)
+    guard = Guard.from_dict({"version": 1, "timeout": "100ms", "rules": [
+        {"id": "h", "if": "'x' in history.tools", "effect": "deny"}]}, state=store)
+    store.history("warm")
+    own_redis_server.pause()
+    try:
+        started = time.monotonic()
+        d = guard.check("t", {}, session="s")
+        elapsed = time.monotonic() - started
+    finally:
+        own_redis_server.resume()
+    assert d.effect is Effect.DENY and d.reasons[0].code in FAILED_CLOSED
+    assert elapsed < WELL_BEFORE
+    store.close()
+
+
+async def test_consume_after_the_deadline_counts_nothing(api) -> None:
+    budget = Counter("b", 5, None)
+    with pytest.raises(StoreUnavailable):
+        await api.consume([budget], now=1.0, deadline=time.perf_counter() - 1)
+    [state] = await api.consume([budget], now=2.0, commit=False)
+    assert state.used == 0.0
+
+
+class _LateLock:
+    """A connection whose write lock is granted only after the caller's deadline."""
+
+    def __init__(self, db: sqlite3.Connection, clock: dict[str, float]) -> None:
+        self._db = db
+        self._clock = clock
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        result = self._db.execute(sql, *args)
+        if sql.startswith("BEGIN IMMEDIATE"):
+            self._clock["now"] += 10.0  # the wait for the lock outlived the deadline
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+def test_sqlite_write_granted_the_lock_after_its_deadline_counts_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import callwarden.state._sqlite as sqlite_store
+
+    store = SQLiteStore(tmp_path / "state.db")
+    budget = Counter("b", 5, 60.0)
+    store.consume([budget], now=1.0, commit=False)
+    clock = {"now": 100.0}
+    monkeypatch.setattr(sqlite_store, "_perf", lambda: clock["now"])
+    real = store._connect()
+    store._conn = _LateLock(real, clock)  # type: ignore[assignment]
+    with pytest.raises(StoreUnavailable, match="deadline passed"):
+        store.consume([budget], now=2.0, commit=True, deadline=105.0)
+    store._conn = real
+    monkeypatch.undo()
+    [state] = store.consume([budget], now=3.0, commit=False)
+    assert state.used == 0.0
+    store.close()
+
+
+async def test_async_check_that_timed_out_on_a_locked_sqlite_never_uses_budget(
+        tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = SQLiteStore(path, timeout=STORE_TIMEOUT)
+    guard = Guard.from_dict(BUDGET, state=store)
+    store.consume([], now=0.0, commit=False)
+    blocker = locked(path, "IMMEDIATE")
+    try:
+        d = await guard.acheck("t", {})
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert d.effect is Effect.DENY and d.reasons[0].code in FAILED_CLOSED
+    # The worker thread the timed-out decision left behind holds the store until it is done;
+    # once it is, the budget of 1 must still be whole.
+    await asyncio.to_thread(store.consume, [], now=0.0, commit=False)
+    assert guard.check("t", {}).allowed
+    store.close()

@@ -1,0 +1,115 @@
+"""Nothing a store keeps lives forever: idle counters and histories expire, refreshed on use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _state_support import RedisServer, unique_prefix
+
+from callwarden.state import (
+    Counter,
+    HistoryEntry,
+    MemoryStore,
+    SQLiteStore,
+    StateStore,
+    open_store,
+)
+from callwarden.state._redis import RedisStore
+
+T = 1_000_000.0
+DAY = 86400.0
+WEEK = 7 * DAY
+
+
+def budget(limit: float = 5) -> Counter:
+    return Counter("budget", limit, None)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_counter_without_window_is_forgotten_after_a_week_idle(kind, tmp_path) -> None:
+    store: StateStore = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.db")
+    store.consume([budget()], now=T, commit=True)
+    [state] = store.consume([budget()], now=T + WEEK + 61, commit=False)
+    assert state.used == 0.0
+    store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_checking_a_counter_restarts_its_idle_time(kind, tmp_path) -> None:
+    store: StateStore = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.db")
+    store.consume([budget()], now=T, commit=True)
+    store.consume([budget()], now=T + 6 * DAY, commit=False)
+    [state] = store.consume([budget()], now=T + 12 * DAY, commit=False)
+    assert state.used == 1.0
+    store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_session_history_is_forgotten_after_a_week_idle(kind, tmp_path) -> None:
+    store: StateStore = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.db")
+    store.record("s", "bash", "allow", now=T)
+    store.record("other", "bash", "allow", now=T + WEEK + 61)  # a later write sweeps
+    assert store.history("s").count == 0
+    store.close()
+
+
+def test_idle_ttl_is_configurable_by_url(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}?idle_ttl=60")
+    store.consume([budget()], now=T, commit=True)
+    [state] = store.consume([budget()], now=T + 121, commit=False)
+    assert state.used == 0.0
+    store.close()
+
+
+def test_idle_ttl_none_keeps_counters_forever(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}?idle_ttl=none")
+    store.consume([budget()], now=T, commit=True)
+    [state] = store.consume([budget()], now=T + 10**9, commit=False)
+    assert state.used == 1.0
+    store.close()
+
+
+def test_a_bad_ttl_option_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="idle_ttl"):
+        open_store(f"sqlite:///{tmp_path / 's.db'}?idle_ttl=-1")
+
+
+def _pttl(server: RedisServer, key: str) -> int:
+    return int(server.client().pttl(key))
+
+
+def test_redis_budget_without_window_expires_after_its_idle_ttl(
+        redis_server: RedisServer) -> None:
+    prefix = unique_prefix()
+    with RedisStore(redis_server.url, prefix=prefix) as store:
+        store.consume([budget()], now=T, commit=True)
+        assert 0 < _pttl(redis_server, f"{prefix}t:budget") <= WEEK * 1000
+
+
+def test_redis_session_history_expires_after_its_ttl(redis_server: RedisServer) -> None:
+    prefix = unique_prefix()
+    with RedisStore(redis_server.url, prefix=prefix) as store:
+        store.consume([], now=T, commit=True, record=HistoryEntry("s", "bash", "allow"))
+        store.record("r", "bash", "allow", now=T)
+        assert 0 < _pttl(redis_server, f"{prefix}h:s") <= WEEK * 1000
+        assert 0 < _pttl(redis_server, f"{prefix}h:r") <= WEEK * 1000
+
+
+def test_redis_checking_a_budget_refreshes_its_idle_ttl(redis_server: RedisServer) -> None:
+    prefix = unique_prefix()
+    key = f"{prefix}t:budget"
+    with RedisStore(redis_server.url, prefix=prefix, idle_ttl=60) as store:
+        store.consume([budget()], now=T, commit=True)
+        redis_server.client().pexpire(key, 1000)
+        store.consume([budget()], now=T, commit=False)
+        assert _pttl(redis_server, key) > 1000
+
+
+def test_redis_ttls_are_configurable_by_url(redis_server: RedisServer) -> None:
+    prefix = unique_prefix()
+    store = open_store(f"{redis_server.url}?prefix={prefix}&idle_ttl=60&history_ttl=30")
+    with store:
+        store.consume([budget()], now=T, commit=True, record=HistoryEntry("s", "t", "allow"))
+        assert 0 < _pttl(redis_server, f"{prefix}t:budget") <= 60_000
+        assert 0 < _pttl(redis_server, f"{prefix}h:s") <= 30_000
