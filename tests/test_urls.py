@@ -383,3 +383,57 @@ def test_allow_loopback_lets_localhost_through_block_private() -> None:
 def test_allow_loopback_still_blocks_cloud_metadata() -> None:
     hit = UrlMatcher({"allow_loopback": True}).check_url("http://169.254.169.254/latest/")
     assert hit is not None and hit.code == "url.private_address"
+
+
+# ------------------------------------------------------------------ links without a scheme
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Reset at paypal-secure-login.com/verify now", ["paypal-secure-login.com/verify"]),
+    ("go to bit.ly/3xYz", ["bit.ly/3xYz"]),
+    ("visit paypal-secure-login.com today.", ["paypal-secure-login.com"]),
+    ("Is it EXAMPLE.COM?", ["EXAMPLE.COM"]),
+    ("get evil.sh/x now", ["evil.sh/x"]),
+    ("open notes.md/x", ["notes.md/x"]),
+    ("api at evil.com:8080/x", ["evil.com:8080/x"]),
+    ("metadata: 169.254.169.254/latest", ["169.254.169.254/latest"]),
+    ("see https://evil.com/x and evil.com/y", ["https://evil.com/x", "evil.com/y"]),
+])
+def test_find_urls_reads_a_name_without_a_scheme_as_a_link(text: str,
+                                                            expected: list[str]) -> None:
+    assert find_urls(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "edit config.yaml and README.md, then run main.py",
+    "e.g. this, i.e. that; node.js and package.json",
+    "bumped to 1.2.3 (was v2.0.1) on 10.0.0.1",
+    "the build is done.Next we deploy",
+    "run evil.sh now",
+    "check user.id, logger.info(x) and datetime.now()",
+    "from google.cloud import storage",
+    "unpack archive.zip and file.tar.gz; Makefile.am",
+    "mail bob@example.com about src/util.py",
+    "snake_case_module.com_thing",
+])
+def test_find_urls_leaves_prose_file_names_and_code_alone(text: str) -> None:
+    assert find_urls(text) == []
+
+
+def test_scan_text_denies_a_phishing_link_without_a_scheme() -> None:
+    m = matcher(allow_domains=["corp.example"], scan_text=True)
+    body = "Reset at paypal-secure-login.com/verify now"
+    assert code(m(subject("send_email", {"to": "a@corp.example", "body": body}))) \
+        == "url.not_allowed"
+
+
+def test_scan_text_denies_a_shortener_link_without_a_scheme() -> None:
+    m = matcher(allow_domains=["corp.example"], scan_text=True)
+    assert code(m(subject("send_message", {"text": "go to bit.ly/3xYz"}))) == "url.not_allowed"
+
+
+def test_scan_text_allows_an_allowed_domain_without_a_scheme() -> None:
+    m = matcher(allow_domains=["corp.com"], scan_text=True)
+    text = "see corp.com/wiki, README.md and main.py"
+    assert find_urls(text) == ["corp.com/wiki"]
+    assert m(subject("send_message", {"text": text})) is None

@@ -141,7 +141,7 @@ def _cost(value: Any) -> int:
         return max(1, len(value))
     if kind is int:
         # str() of a huge int is slow (and refused past 4300 digits): estimate from the bits.
-        return max(1, value.bit_length() * 3 // 10 + 1)
+        return int(value.bit_length()) * 3 // 10 + 1
     if kind is float:
         return len(repr(value))
     return 1

@@ -371,12 +371,126 @@ _FILE_EXTENSIONS = frozenset({
 })
 
 
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Top-level domains a bare ``name.tld`` in free text is read as a link for: the common gTLDs
+# (old and the cheap ones phishing favours) and every two-letter country code.
+_GTLDS = _words("""
+    com net org edu gov mil int info biz name pro mobi asia tel travel jobs aero coop museum
+    app dev page xyz online site top shop store tech live club icu vip work link click win bid
+    loan space fun today world life email cloud blog news host website zone tools one best
+    guru ninja social media studio design photo video games team tips city wiki kim wang red
+    blue pink black gold market money finance capital fund cash pay bank insurance credit loans
+    tax legal law health care clinic academy education school events tickets hotel cafe bio
+    energy auto car taxi fit golf cool fyi how new now here day foo zip mov support help
+    services solutions agency company center network systems digital global group ltd gmbh
+    inc llc sbs cfd cyou quest lol run buzz monster rest bar party review stream download
+    racing date faith science trade webcam men xin gdn lat style show rocks art eco
+""")
+_CCTLDS = _words("""
+    ac ad ae af ag ai al am ao aq ar as at au aw ax az ba bb bd be bf bg bh bi bj bm bn bo bq
+    br bs bt bw by bz ca cc cd cf cg ch ci ck cl cm cn co cr cu cv cw cx cy cz de dj dk dm do
+    dz ec ee eg er es et eu fi fj fk fm fo fr ga gb gd ge gf gg gh gi gl gm gn gp gq gr gs gt
+    gu gw gy hk hm hn hr ht hu id ie il im in io iq ir is it je jm jo jp ke kg kh ki km kn kp
+    kr kw ky kz la lb lc li lk lr ls lt lu lv ly ma mc md me mg mh mk ml mm mn mo mp mq mr ms
+    mt mu mv mw mx my mz na nc ne nf ng ni nl no np nr nu nz om pa pe pf pg ph pk pl pm pn pr
+    ps pt pw py qa re ro rs ru rw sa sb sc sd se sg sh si sk sl sm sn so sr ss st su sv sx sy
+    sz tc td tf tg th tj tk tl tm tn to tr tt tv tw tz ua ug uk us uy uz va vc ve vg vi vn vu
+    wf ws ye yt za zm zw
+""")
+_TLDS = _GTLDS | _CCTLDS
+# TLDs that are also file extensions (README.md, main.py, run.sh, Makefile.am), short words
+# (it, is, in, to, do) or common attribute names in code (user.id, logger.info, self.name,
+# google.cloud): a bare word ending in one is a link only with a path (evil.sh/x) or www.
+_AMBIGUOUS_TLDS = _FILE_EXTENSIONS | _words("""
+    ac am as be by cc cv do id in io is it md mk ml mo no pl pm ps py re rs sh so st tf to
+    zip mov app page name email info link site date live style show host new now one run
+    cloud day here how fun art red blue black pink gold bar rest men lol win bid work tools
+    zone tips team media design photo video games city wiki market money cash pay tax law care
+    center network systems group events stream review download science trade party rocks
+    today world life news space bio eco fit cool best foo tech help support services
+""")
+_HOST_TOKEN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+_ALNUM = _WORD_CHARS - {"_"}
+_PORT_RE = re.compile(r":[0-9]{1,5}(?![0-9A-Za-z])")
+_DOT_RE = re.compile(r"\.[A-Za-z0-9]")
+
+
+def _bare_links(text: str, found: list[str], seen: list[tuple[int, int]]) -> None:
+    """Appends ``name.tld`` links written without a scheme: with a path (``bit.ly/3xYz``)
+    for any known TLD, standing alone as a word for an unambiguous one. ``seen`` holds the
+    spans of links already found, which are not looked at again."""
+    n = len(text)
+    seen.sort()
+    k = 0
+    # Only a dot followed by a letter or digit can start a name: prose's "done. Next" never
+    # reaches Python code (the regex starts with a literal, so it is a fast C scan).
+    m = _DOT_RE.search(text)
+    while m is not None:
+        i = m.start()
+        end = i + 1
+        while k < len(seen) and seen[k][1] <= i:
+            k += 1
+        if k < len(seen) and seen[k][0] <= i:
+            end = seen[k][1]
+        elif i > 0 and text[i - 1] in _ALNUM:
+            start = i - 1
+            while start > 0 and text[start - 1] in _HOST_TOKEN:
+                start -= 1
+            while end < n and text[end] in _HOST_TOKEN:
+                end += 1
+            url = _bare_link(text, start, end)
+            if url is not None and url not in found:
+                found.append(url)
+        m = _DOT_RE.search(text, end)
+
+
+def _bare_link(text: str, start: int, end: int) -> str | None:
+    # After '/', '@' or '\\' the name is part of a URL, path or e-mail address found elsewhere.
+    if start > 0 and text[start - 1] in "/@\\":
+        return None
+    host = text[start:end].rstrip(".-")
+    end = start + len(host)
+    labels = host.split(".")
+    tld = labels[-1]
+    low = tld.lower()
+    # A dotted quad counts only with a path (169.254.169.254/latest): alone it may be a version.
+    quad = len(labels) == 4 and all(label.isdigit() and len(label) <= 3 for label in labels)
+    if not quad and (len(labels) < 2 or low not in _TLDS or "_" in host or len(host) > 253
+                     or any(not label or label[0] == "-" or label[-1] == "-" or len(label) > 63
+                            for label in labels)):
+        return None
+    if host[:4].lower() == "www.":
+        return None  # found by the www. scan
+    n = len(text)
+    port = _PORT_RE.match(text, end) if end < n and text[end] == ":" else None
+    if port is not None:
+        end = port.end()
+    if end < n - 1 and text[end] in "/?#" and not text[end + 1].isspace():
+        body = _URL_BODY.match(text, end)
+        if body is not None:
+            rest = _trim(body.group())
+            if rest and rest != "/":
+                return text[start:end] + rest
+    if quad or low in _AMBIGUOUS_TLDS or (tld[0].isupper() and not tld.isupper()):
+        # "done.Next" is a sentence end; "README.md" a file name.
+        return None
+    if end < n and text[end] in "([=":
+        return None  # code: datetime.now(), obj.attr = ...
+    return text[start:end]
+
+
 def find_urls(text: str) -> list[str]:
     """Returns the link targets in free text: ``scheme://`` URLs, ``www.`` names, markdown and
-    HTML link targets (relative links and ``mailto:``-style targets are skipped)."""
+    HTML link targets (relative links and ``mailto:``-style targets are skipped), and names
+    without a scheme: ``bit.ly/3xYz`` (a known TLD and a path) or ``evil-login.com`` alone
+    (a TLD that is not also a file extension or a common word, e.g. not ``README.md``)."""
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
     found: list[str] = []
+    seen: list[tuple[int, int]] = []
     # Anchors are found with str.find: a regex trying every position costs ten times more.
     i = text.find("://")
     while i != -1:
@@ -388,6 +502,7 @@ def find_urls(text: str) -> list[str]:
         body = _URL_BODY.match(text, i + 3)
         if start < i and body is not None:
             found.append(_trim(text[start:body.end()]))
+            seen.append((start, body.end()))
             i = body.end() - 3
         i = text.find("://", i + 3)
     lowered = text.lower()
@@ -397,6 +512,7 @@ def find_urls(text: str) -> list[str]:
             body = _URL_BODY.match(text, i)
             if body is not None:
                 found.append(_trim(body.group()))
+                seen.append((i, body.end()))
         i = lowered.find("www.", i + 4)
     targets: list[str] = []
     i = text.find("](")
@@ -420,6 +536,8 @@ def find_urls(text: str) -> list[str]:
         url = _link_target(_trim(target))
         if url is not None:
             found.append(url)
+    if "." in text:
+        _bare_links(text, found, seen)
     return found
 
 
