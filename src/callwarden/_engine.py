@@ -13,7 +13,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -311,16 +311,9 @@ class Engine:
             # the session history when the policy keeps one.
             counters = []
             owners = []
-            for rule in plan.limits:
-                if rule.dynamic is not None and not rule.dynamic(call):
-                    continue
-                try:
-                    if not rule.applies(subject):
-                        continue
-                    counter = rule.limit.counter(rule.id, current)
-                except Exception as e:
-                    entries.append(Entry(rule.id, rule.source, self.error_verdict(rule, e),
-                                         Mode.ENFORCE, rule.order))
+            for rule, counter in self._limit_counters(plan, call, subject, current):
+                if isinstance(counter, Entry):
+                    entries.append(counter)
                     continue
                 counters.append(counter)
                 owners.append(rule)
@@ -359,6 +352,23 @@ class Engine:
                      Verdict(rule.effect, f"{rule.message} ({text})" if rule.message
                              else text[0].upper() + text[1:], code, None, text),
                      rule.mode or self.settings.mode, rule.order)
+
+    def _limit_counters(self, plan: Plan, call: ToolCall, subject: Subject,
+                        current: Mapping[str, Any]) -> Iterator[tuple[Rule, Counter | Entry]]:
+        """(rule, its counter for this call) for every limit rule that applies; a rule whose
+        counter cannot be built (a missing or bad amount) comes with its error entry instead."""
+        for rule in plan.limits:
+            if rule.dynamic is not None and not rule.dynamic(call):
+                continue
+            try:
+                if not rule.applies(subject):
+                    continue
+                counter = rule.limit.counter(rule.id, current)
+            except Exception as e:
+                yield rule, Entry(rule.id, rule.source, self.error_verdict(rule, e),
+                                  Mode.ENFORCE, rule.order)
+                continue
+            yield rule, counter
 
     def _history_entry(self, session: str, call: ToolCall, current: ToolCall,
                        profile: ToolProfile, entries: list[Entry],
@@ -433,16 +443,9 @@ class Engine:
                          if m.code == "limit.exceeded" and m.effect is Effect.ASK}
         counters: list[Counter] = []
         owners: list[Rule] = []
-        for rule in plan.limits:
-            if rule.dynamic is not None and not rule.dynamic(call):
-                continue
-            try:
-                if not rule.applies(subject):
-                    continue
-                counter = rule.limit.counter(rule.id, current)
-            except Exception as e:
-                return self._refuse_approved(decision, Entry(
-                    rule.id, rule.source, self.error_verdict(rule, e), Mode.ENFORCE, rule.order))
+        for rule, counter in self._limit_counters(plan, call, subject, current):
+            if isinstance(counter, Entry):
+                return self._refuse_approved(decision, counter)
             if counter.always:
                 continue  # attempt caps counted this call when it was asked
             if rule.id in approved_over:
