@@ -59,6 +59,15 @@ def test_xargs_arguments_from_find_are_the_files_find_selects() -> None:
 
 
 @pytest.mark.parametrize("command", [
+    "find / -mtime +1 | xargs rm -rf",
+    "find ~ -newer x | xargs rm -rf",
+    "find / -mtime +1 -exec rm -rf {} +",
+])
+def test_find_test_that_can_select_its_starting_point_passes_it_on(command: str) -> None:
+    assert effect(command) is Effect.DENY
+
+
+@pytest.mark.parametrize("command", [
     "find . -name '*.pyc' | xargs rm -f", "find . -name '*.pyc' | xargs rm -rf",
     "ls | xargs rm -f", "find . -name '*.py' | xargs grep -n TODO", "git ls-files | xargs wc -l",
     "seq 3 | xargs -n1 echo", "parallel gzip ::: a.txt b.txt",

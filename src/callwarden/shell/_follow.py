@@ -55,7 +55,14 @@ def find_results(cmd: SimpleCommand) -> list[str]:
         return [f"{start.rstrip('/') or '/'}/**/{name.rpartition('/')[2] or name}"
                 for start in starts for name in names][:MAX_OPERANDS]
     if any(flag not in _NOT_NARROWING and not flag.isdigit() for flag in cmd.flags):
-        return [f"{start.rstrip('/')}/**" for start in starts]
+        under = [f"{start.rstrip('/')}/**" for start in starts]
+        # A test such as -mtime can select a starting point itself (`find / -mtime +1` may
+        # print `/`), unless -mindepth skips it or -type rules directories out; -empty selects
+        # it only when there is nothing in it to lose.
+        types = "".join(cmd.option_values("type"))
+        skips_start = any(v.strip() not in ("", "0") for v in cmd.option_values("mindepth")) \
+            or (types != "" and "d" not in types) or "empty" in cmd.flags
+        return under if skips_start else [*starts, *under][:MAX_OPERANDS]
     return starts
 
 
