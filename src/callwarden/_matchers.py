@@ -16,7 +16,7 @@ error naming the file, line and key.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -32,6 +32,8 @@ __all__ = [
     "MatcherFactory",
     "Subject",
     "condition_keys",
+    "config_bool",
+    "config_str_list",
     "get_condition",
     "register_condition",
 ]
@@ -105,6 +107,37 @@ class CompileEnv:
 MatcherFactory = Callable[[Any, CompileEnv], Matcher]
 
 _REGISTRY: dict[str, MatcherFactory] = {}
+
+
+def config_str_list(config: Mapping[str, Any], key: str, *, example: str | None = None,
+                    nonempty: bool = False) -> list[str] | None:
+    """A condition's list-of-strings option (a lone string is a list of one); None if unset.
+
+    Raises:
+        ConfigError: naming ``key``, with ``e.g. key: [example]`` as the hint when given.
+    """
+    value = config.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, Sequence) or not all(
+            isinstance(v, str) and (v or not nonempty) for v in value):
+        raise ConfigError(f"{key} must be a list of strings", key=key,
+                          hint=f"e.g. {key}: [{example}]" if example else None)
+    return list(value)
+
+
+def config_bool(config: Mapping[str, Any], key: str, default: bool) -> bool:
+    """A condition's true/false option.
+
+    Raises:
+        ConfigError: naming ``key`` when it is anything but a boolean.
+    """
+    value = config.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false", key=key)
+    return value
 
 
 def register_condition(key: str) -> Callable[[MatcherFactory], MatcherFactory]:

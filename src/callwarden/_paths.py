@@ -27,7 +27,15 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from callwarden._matchers import CompileEnv, ConfigError, Hit, Subject, register_condition
+from callwarden._matchers import (
+    CompileEnv,
+    ConfigError,
+    Hit,
+    Subject,
+    config_bool,
+    config_str_list,
+    register_condition,
+)
 from callwarden._profiles import SideEffect, ToolProfile
 
 __all__ = [
@@ -894,24 +902,24 @@ class PathMatcher:
             if key not in known:
                 raise ConfigError(f"unknown key {key!r}", key=str(key),
                                   hint="paths: accepts " + ", ".join(sorted(known)))
-        deny = _str_list(config, "deny")
-        allow_roots = _str_list(config, "allow_roots")
-        read_roots = _str_list(config, "read_roots")
-        sensitive = _bool(config, "sensitive", False)
+        deny = config_str_list(config, "deny", example="'~/.ssh/**'")
+        allow_roots = config_str_list(config, "allow_roots", example="'~/.ssh/**'")
+        read_roots = config_str_list(config, "read_roots", example="'~/.ssh/**'")
+        sensitive = config_bool(config, "sensitive", False)
         if not deny and allow_roots is None and not sensitive:
             raise ConfigError("paths: needs at least one of deny, allow_roots or sensitive",
                               hint="e.g. paths: {deny: ['~/.ssh/**'], allow_roots: ['.']}")
-        self._case = _bool(config, "case_insensitive", False)
-        self._resolve = _bool(config, "resolve_symlinks", True)
-        self._glob_dot = _bool(config, "glob_dotfiles", False)
+        self._case = config_bool(config, "case_insensitive", False)
+        self._resolve = config_bool(config, "resolve_symlinks", True)
+        self._glob_dot = config_bool(config, "glob_dotfiles", False)
         root = _opt_str(config, "root") or str(env.options.get("project_root") or os.getcwd())
         root = _lexical_abs(root, str(env.base_dir))
         home = _opt_str(config, "home") or str(env.options.get("home") or os.path.expanduser("~"))
         fs_root = _opt_str(config, "fs_root")
         self._fs_root = _lexical_abs(fs_root, str(env.base_dir)) if fs_root else None
         self._canon = PathCanonicalizer(root=root, home=home,
-                                        passwd=_bool(config, "passwd", False))
-        args = _str_list(config, "args")
+                                        passwd=config_bool(config, "passwd", False))
+        args = config_str_list(config, "args", example="'~/.ssh/**'")
         self._args: tuple[str, ...] = tuple(args) if args is not None else _EXTRA_PATH_ARGS
         self._deny = self._globset(deny or [], "deny", any_home=False)
         self._sensitive = (self._globset(load_sensitive_globs(), "sensitive", any_home=True)
@@ -1267,16 +1275,6 @@ def _show(raw: str) -> str:
     return repr(raw if len(raw) <= 120 else raw[:117] + "...")
 
 
-def _str_list(config: Mapping[str, Any], key: str) -> list[str] | None:
-    value = config.get(key)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{key} must be a list of strings", key=key,
-                          hint=f"e.g. {key}: ['~/.ssh/**']")
-    return list(value)
 
 
 def _opt_str(config: Mapping[str, Any], key: str) -> str | None:
@@ -1285,9 +1283,3 @@ def _opt_str(config: Mapping[str, Any], key: str) -> str | None:
         raise ConfigError(f"{key} must be a string (a directory)", key=key)
     return value
 
-
-def _bool(config: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = config.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"{key} must be true or false", key=key)
-    return value

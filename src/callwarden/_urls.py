@@ -24,7 +24,15 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
 
-from callwarden._matchers import CompileEnv, ConfigError, Hit, Subject, register_condition
+from callwarden._matchers import (
+    CompileEnv,
+    ConfigError,
+    Hit,
+    Subject,
+    config_bool,
+    config_str_list,
+    register_condition,
+)
 
 __all__ = ["InvalidUrl", "UrlInfo", "UrlMatcher", "analyze_url", "find_urls"]
 
@@ -664,17 +672,18 @@ class UrlMatcher:
             if key not in known:
                 raise ConfigError(f"unknown key {key!r}", key=str(key),
                                   hint="urls: accepts " + ", ".join(sorted(known)))
-        allow = _str_list(config, "allow_domains")
+        allow = config_str_list(config, "allow_domains", example="'*.example.com'")
         self._allow = (None if allow is None
                        else _DomainSet(allow, "allow_domains", wildcard_matches_apex=False))
-        self._deny = _DomainSet(_str_list(config, "deny_domains") or [], "deny_domains",
+        deny = config_str_list(config, "deny_domains", example="'*.example.com'")
+        self._deny = _DomainSet(deny or [], "deny_domains",
                                 wildcard_matches_apex=True)
-        schemes = _str_list(config, "schemes")
+        schemes = config_str_list(config, "schemes", example="'*.example.com'")
         self._schemes = frozenset(s.lower().rstrip(":/") for s in (schemes or ["http", "https"]))
-        self._block_private = _bool(config, "block_private", True)
-        self._userinfo = _bool(config, "allow_userinfo", False)
-        self._loopback = _bool(config, "allow_loopback", False)
-        self._scan_text = _bool(config, "scan_text", False)
+        self._block_private = config_bool(config, "block_private", True)
+        self._userinfo = config_bool(config, "allow_userinfo", False)
+        self._loopback = config_bool(config, "allow_loopback", False)
+        self._scan_text = config_bool(config, "scan_text", False)
         max_scan = config.get("max_scan_chars", MAX_SCAN_CHARS)
         if not isinstance(max_scan, int) or isinstance(max_scan, bool) or max_scan <= 0:
             raise ConfigError("max_scan_chars must be a positive integer", key="max_scan_chars")
@@ -803,20 +812,4 @@ class UrlMatcher:
         return None
 
 
-def _str_list(config: Mapping[str, Any], key: str) -> list[str] | None:
-    value = config.get(key)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{key} must be a list of strings", key=key,
-                          hint=f"e.g. {key}: ['*.example.com']")
-    return list(value)
 
-
-def _bool(config: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = config.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"{key} must be true or false", key=key)
-    return value

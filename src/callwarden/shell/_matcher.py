@@ -7,7 +7,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from callwarden._detectors import DetectorSet
-from callwarden._matchers import CompileEnv, ConfigError, Hit, Subject, register_condition
+from callwarden._matchers import (
+    CompileEnv,
+    ConfigError,
+    Hit,
+    Subject,
+    config_str_list,
+    register_condition,
+)
 from callwarden._paths import PathMatcher
 from callwarden._urls import UrlMatcher
 from callwarden.shell._analysis import analyze_command
@@ -298,19 +305,10 @@ def _switch(config: Mapping[str, Any], key: str, *, default: bool) -> bool:
                       hint=f"e.g. {key}: deny  (treat it as a hit) or {key}: allow")
 
 
-def _str_list(config: Mapping[str, Any], key: str) -> list[str] | None:
-    value = config.get(key)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, Sequence) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f"{key} must be a list of strings", key=key)
-    return list(value)
 
 
 def _patterns(config: Mapping[str, Any], key: str) -> ShellPatternSet | None:
-    values = _str_list(config, key)
+    values = config_str_list(config, key, nonempty=True)
     if values is None:
         return None
     try:
@@ -321,7 +319,7 @@ def _patterns(config: Mapping[str, Any], key: str) -> ShellPatternSet | None:
 
 
 def _paths(config: Mapping[str, Any], key: str) -> PathGlobs | None:
-    values = _str_list(config, key)
+    values = config_str_list(config, key, nonempty=True)
     if values is None:
         return None
     try:
