@@ -88,6 +88,23 @@ def dialect(name: str) -> Dialect:
                          f"{', '.join(sorted({*_MODULES, *DIALECTS}))}") from None
 
 
+def pre_tool_event(payload: Mapping[str, Any], event: str, passing: frozenset[str],
+                   agent: str, command: str) -> str | None:
+    """The payload's ``hook_event_name`` when it is the dialect's pre-tool ``event``; None
+    for the events the dialect lets pass.
+
+    Raises:
+        ValueError: any other event, saying where to configure ``command``.
+    """
+    name = payload.get("hook_event_name")
+    if name in passing:
+        return None
+    if name != event:
+        raise ValueError(f"unknown {agent} hook event {name!r}; configure "
+                         f"'callwarden hook {command}' under hooks.{event}")
+    return event
+
+
 def tool_and_args(payload: Mapping[str, Any], event: str) -> tuple[str, Mapping[str, Any]]:
     """The tool name and arguments of a pre-tool payload (``tool_name``, ``tool_input``).
 

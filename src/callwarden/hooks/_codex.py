@@ -34,6 +34,7 @@ from callwarden.hooks._base import (
     HookCall,
     HookReply,
     json_reply,
+    pre_tool_event,
     register_dialect,
     text_field,
     tool_and_args,
@@ -63,12 +64,9 @@ class Codex:
             ValueError: an unknown event, or a ``PreToolUse`` payload without a tool name or
                 with ``tool_input`` that is not an object.
         """
-        event = payload.get("hook_event_name")
-        if event in _PASS_EVENTS:
+        event = pre_tool_event(payload, "PreToolUse", _PASS_EVENTS, "Codex", "codex")
+        if event is None:
             return None
-        if event != "PreToolUse":
-            raise ValueError(f"unknown Codex hook event {event!r}; configure "
-                             "'callwarden hook codex' under hooks.PreToolUse")
         tool, args = tool_and_args(payload, "PreToolUse")
         context: dict[str, Any] = {"hook_event": event}
         for key in _CONTEXT_KEYS:

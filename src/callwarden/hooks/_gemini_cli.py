@@ -36,6 +36,7 @@ from callwarden.hooks._base import (
     HookCall,
     HookReply,
     json_reply,
+    pre_tool_event,
     register_dialect,
     text_field,
     tool_and_args,
@@ -63,12 +64,9 @@ class GeminiCli:
             ValueError: an unknown event, or a ``BeforeTool`` payload without a tool name or
                 with ``tool_input`` that is not an object.
         """
-        event = payload.get("hook_event_name")
-        if event in _PASS_EVENTS:
+        event = pre_tool_event(payload, "BeforeTool", _PASS_EVENTS, "Gemini CLI", "gemini-cli")
+        if event is None:
             return None
-        if event != "BeforeTool":
-            raise ValueError(f"unknown Gemini CLI hook event {event!r}; configure "
-                             "'callwarden hook gemini-cli' under hooks.BeforeTool")
         tool, args = tool_and_args(payload, "BeforeTool")
         context: dict[str, Any] = {"hook_event": event}
         mcp = payload.get("mcp_context")
