@@ -179,10 +179,14 @@ class Detector:
         finder: instead of ``pattern``, a function returning ``(start, end)`` spans.
         word: require a non-alphanumeric character (or the start) before the match.
         description: one line for documentation and ``callwarden explain``.
+        json_screen: an RE2 pattern that occurs in the JSON encoding (ASCII, as
+            ``json.dumps`` writes it) of any data holding a string this detector matches: a
+            screen for whole payloads (see ``DetectorSet.json_screen``). Derived from the
+            keywords when not given; a detector with neither cannot be screened.
     """
 
     __slots__ = ("_finder", "_group", "_regex", "_validate", "_word", "category", "ci_keywords",
-                 "description", "family", "keywords", "name")
+                 "description", "family", "json_screen", "keywords", "name")
 
     def __init__(
         self,
@@ -198,6 +202,7 @@ class Detector:
         finder: Finder | None = None,
         word: bool = False,
         description: str = "",
+        json_screen: str | None = None,
     ) -> None:
         if (pattern is None) == (finder is None):
             raise ValueError("a Detector needs exactly one of pattern or finder")
@@ -212,6 +217,7 @@ class Detector:
         self._validate = validate
         self._finder = finder
         self._word = word
+        self.json_screen = json_screen or _keyword_screen(self.keywords, self.ci_keywords)
 
     @classmethod
     def custom(cls, name: str, pattern: str, *, category: Category = "custom") -> Detector:
@@ -267,7 +273,8 @@ class DetectorSet:
     Build one once (at policy compile time) and reuse it: construction builds the prefilter.
     """
 
-    __slots__ = ("_always", "_anchor", "_anchors", "_ci", "_decode", "detectors", "names")
+    __slots__ = ("_always", "_anchor", "_anchors", "_ci", "_decode", "detectors", "json_screen",
+                 "names")
 
     def __init__(self, detectors: Iterable[Detector]) -> None:
         self.detectors: tuple[Detector, ...] = tuple(detectors)
@@ -293,6 +300,20 @@ class DetectorSet:
             anchors.setdefault(k[pos], []).append((k, pos, tuple(idx)))
         self._anchors = anchors
         self._anchor = _anchor_regex(anchors) if anchors else None
+        self.json_screen: str | None = self._json_screen()
+        """An RE2 pattern absent from a payload's JSON encoding only when no detector here
+        finds anything in any of its strings (keys included), or None when some detector
+        cannot be screened. Searching the encoding of many payloads at once with it costs
+        far less than scanning each string."""
+
+    def _json_screen(self) -> str | None:
+        parts = [d.json_screen for d in self.detectors]
+        if None in parts:
+            return None
+        if self._decode:
+            parts.append(_B64_JSON_SCREEN)
+        parts.append(NON_ASCII_JSON_SCREEN)  # the folding pass looks at non-ASCII text only
+        return "|".join(dict.fromkeys(parts))  # type: ignore[arg-type]
 
     def __iter__(self) -> Iterator[Detector]:
         return iter(self.detectors)
@@ -460,6 +481,47 @@ def _b64_text(blob: str) -> str | None:
     return decoded
 
 
+# How JSON text (``json.dumps`` with ASCII output) shows what a detector looks for: a string
+# is written character by character, ``"`` and ``\\`` and control characters escaped and
+# every non-ASCII character as ``\\uXXXX``.
+NON_ASCII_JSON_SCREEN = r"\\u"
+_JSON_WS = r"(?: |\\[tnrfb]|\\u[0-9a-fA-F]{4})"
+_B64_EDGE = r"""[\s"'`,;:()\[\]{}<>\\]"""
+# A whitespace-delimited base64 token (edges stripped), as _b64_blobs finds them.
+_B64_JSON_SCREEN = _B64_EDGE + r"[A-Za-z0-9+/]{20,}={0,2}(?:" + _B64_EDGE + "|$)"
+
+
+def _json_literal(text: str) -> str:
+    return re.escape(json.encoder.encode_basestring_ascii(text)[1:-1])
+
+
+def _keyword_screen(keywords: Sequence[str], ci_keywords: Sequence[str]) -> str | None:
+    if not keywords and not ci_keywords:
+        return None
+    parts = [_json_literal(k) for k in keywords]
+    if ci_keywords:
+        if not all(k.isascii() for k in ci_keywords):
+            return None  # lower() of non-ASCII text is not a per-character mapping
+        parts.append("(?i:" + "|".join(_json_literal(k) for k in ci_keywords) + ")")
+    return "|".join(parts)
+
+
+# Name parts that make an identifier key-like (``API_KEY``, ``dbPassword``, ``--token``).
+_NOUNS = ("secret", "token", "pass", "pw", "auth", "cred", "key", "jwt", "pat", "client", "access")
+
+# What _find_assignments, _AUTH_HEADER and the AWS secret key need, in JSON text: a name
+# holding a noun, then an optional (escaped) quote, up to four whitespace characters and
+# ``:`` or ``=``; or a ``-flag`` name and whitespace. Mapping keys do not qualify: the
+# quote that closes a key is not escaped.
+_NAME_JSON = r"[A-Za-z0-9_.\-]*"
+_QUOTE_JSON = r"""(?:(?:\\\\)?(?:\\"|'))?"""
+_NOUNS_JSON = "(?i:" + "|".join(_NOUNS) + ")"
+_ASSIGNMENT_JSON_SCREEN = (
+    _NOUNS_JSON + _NAME_JSON + _QUOTE_JSON + _JSON_WS + "{0,4}[:=]|-" + _NAME_JSON
+    + _NOUNS_JSON + _NAME_JSON + _QUOTE_JSON + _JSON_WS)
+
+
+
 def _rank(c: str) -> int:
     i = _RARITY.find(c)
     return i if i >= 0 else 0  # characters outside the table (non-ASCII) are rare
@@ -531,13 +593,14 @@ def _not_placeholder(value: str) -> bool:
 
 def _provider(name: str, family: str, keywords: Sequence[str], pattern: str, *,
               group: int | str = 0, validate: Validator | None = None, word: bool = True,
-              ci_keywords: Sequence[str] = (), description: str = "") -> Detector:
+              ci_keywords: Sequence[str] = (), description: str = "",
+              json_screen: str | None = None) -> Detector:
     def check(value: str) -> bool:
         return not _is_placeholder(value) and (validate is None or validate(value))
 
     return Detector(name, pattern, category="secret", family=family, keywords=keywords,
                     ci_keywords=ci_keywords, group=group, validate=check, word=word,
-                    description=description or f"{family} credential")
+                    description=description or f"{family} credential", json_screen=json_screen)
 
 
 _T = r"(?![A-Za-z0-9_\-])"  # end of a token
@@ -569,7 +632,7 @@ _PROVIDERS: list[Detector] = [
     _provider("aws_secret_key", "aws", (),
               r"(?i:aws_?secret_?(?:access_?)?key|secret_?access_?key)[\"']?\s{0,4}[:=]\s{0,4}"
               r"[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])", group="s", word=False,
-              ci_keywords=("secret",),
+              ci_keywords=("secret",), json_screen=_ASSIGNMENT_JSON_SCREEN,
               description="AWS secret access key next to its name"),
     _provider("aws_bedrock_key", "aws", ("ABSK", "bedrock-api-key-"),
               r"ABSK[A-Za-z0-9+/]{100,300}={0,2}|bedrock-api-key-[A-Za-z0-9+/]{20,2000}={0,2}"),
@@ -719,6 +782,8 @@ def _find_private_keys(text: str) -> Iterator[Span]:
 
 _URL_USERINFO = re.compile(r"://(?P<user>[^\s:/?#@\"'<>\[\]{}\\]{0,128}+):"
                            r"(?P<pw>[^\s/?#@\"'<>\[\]{}\\]{1,256}+)@(?=[A-Za-z0-9\[_.\-])")
+# The same in JSON text: the characters either part allows are written as themselves.
+_URL_USERINFO_JSON_SCREEN = r"""://[^\s:/?#@"'<>\[\]{}\\]{0,128}:[^\s/?#@"'<>\[\]{}\\]{1,256}@"""
 _SCHEME_TAIL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,30}\Z")
 _WEB_SCHEMES = frozenset({"http", "https", "ws", "wss", "ftp", "ftps", "git", "ssh", "sftp", "svn"})
 
@@ -807,7 +872,6 @@ _SHAPE_NOT_SECRET = re.compile(
     r"^(?:https?|file|s3|gs)://|^[./~]{1,2}/|^\d{4}-\d\d-\d\d(?:[T ][\d:.]+Z?)?$|"
     r"^v?\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?$|^[\w.+\-]+@[\w\-]+\.[\w.\-]+$|^\d+(?:\.\d+)?[a-z]{1,3}$"
 )
-_NOUNS = ("secret", "token", "pass", "pw", "auth", "cred", "key", "jwt", "pat", "client", "access")
 
 
 def _name_class(name: str) -> str | None:
@@ -1099,16 +1163,17 @@ _STRUCTURAL: list[Detector] = [
     Detector("private_key", finder=_find_private_keys, category="secret", keywords=("PRIVATE KEY",),
              description="PEM private key block (RSA, EC, OpenSSH, PGP, PKCS#8)"),
     Detector("connection_string", finder=_url_passwords(web=False), category="secret",
-             keywords=("://",), family="connection_string",
+             keywords=("://",), family="connection_string", json_screen=_URL_USERINFO_JSON_SCREEN,
              description="database or broker URL with a password (postgres://u:p@h)"),
     Detector("basic_auth_url", finder=_url_passwords(web=True), category="secret",
-             keywords=("://",), family="basic_auth",
+             keywords=("://",), family="basic_auth", json_screen=_URL_USERINFO_JSON_SCREEN,
              description="http(s) URL with a password in it (https://u:p@h)"),
     Detector("auth_header", _AUTH_HEADER, category="secret", family="generic", group="s",
              ci_keywords=("authorization",), validate=_not_placeholder,
+             json_screen=_ASSIGNMENT_JSON_SCREEN,
              description="Authorization header credentials (Bearer, Basic, Token)"),
     Detector("secret_assignment", finder=_find_assignments, category="secret", family="generic",
-             ci_keywords=_NOUNS,
+             ci_keywords=_NOUNS, json_screen=_ASSIGNMENT_JSON_SCREEN,
              description="a random-looking value assigned to a key-like name (API_KEY=...)"),
 ]
 

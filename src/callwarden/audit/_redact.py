@@ -9,10 +9,11 @@ is still found whole.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -23,6 +24,11 @@ from callwarden._detectors import (
     redact,
     select_detectors,
 )
+
+try:  # a linear-time engine that searches for every pattern in one pass
+    import re2 as _re2  # type: ignore[import-untyped]
+except ImportError:  # pragma: no cover - a declared dependency; without it nothing is screened
+    _re2 = None
 
 __all__ = ["DEFAULT_SENSITIVE_KEYS", "Redactor"]
 
@@ -59,6 +65,8 @@ _ASSIGNMENT = re.compile(
     r"""(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,80})["']?[ \t]*[:=][ \t]*"""
     r"""(?P<value>"[^"\n]{1,4096}"|'[^'\n]{1,4096}'|[^\s"',;&]{1,4096})""")
 _NUMBERS = frozenset({bool, int, float})
+_NOTHING = "nothing to look for"
+_SEPARATOR = "\n\n"  # never inside JSON text; doubled so a match cannot use up both
 
 
 def _not_json(value: Any) -> Any:
@@ -68,15 +76,17 @@ def _not_json(value: Any) -> Any:
 # The C encoder itself, made once: ``JSONEncoder.encode`` builds one per call, which costs
 # more than encoding a typical call's arguments. No cycle check: payloads come from
 # snapshots, which refuse cycles; anything else (bytes, sets, nan) raises.
+def _python_chunks(value: Any, _level: int) -> list[str]:  # pragma: no cover - not CPython
+    return [json.dumps(value, separators=(",", ":"), allow_nan=False, default=_not_json)]
+
+
 _c_encoder = getattr(json.encoder, "c_make_encoder", None)
 _strict_chunks = _c_encoder(None, _not_json, encode_basestring_ascii, None, ":", ",", False,
-                            False, False) if _c_encoder is not None else None
+                            False, False) if _c_encoder is not None else _python_chunks
 
 
 def strict_json(value: Any) -> str:
     """Compact ASCII JSON of plain JSON data; raises TypeError / ValueError for anything else."""
-    if _strict_chunks is None:  # pragma: no cover - CPython always has the C encoder
-        return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_not_json)
     return "".join(_strict_chunks(value, 0))
 
 
@@ -107,8 +117,8 @@ class Redactor:
         ValueError: for an unknown detector name or a bad pattern (``UnknownDetector`` is one).
     """
 
-    __slots__ = ("_dset", "_key_cache", "_scan_cache", "_subs", "callback", "max_bytes",
-                 "max_string", "replacement")
+    __slots__ = ("_dset", "_key_cache", "_scan_cache", "_screen", "_subs", "callback",
+                 "max_bytes", "max_string", "replacement")
 
     def __init__(
         self,
@@ -134,6 +144,7 @@ class Redactor:
         self._subs = tuple(sorted({_norm(k) for k in names if _norm(k)}))
         self._key_cache: dict[str, bool] = {}
         self._scan_cache: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._screen: Any = None  # compiled on first use
         self.callback = callback
         self.max_string = max(16, int(max_string))
         self.max_bytes = max(1024, int(max_bytes))
@@ -148,6 +159,82 @@ class Redactor:
         """Returns ``(redacted JSON-safe copy, redactions)`` for one payload."""
         found: list[dict[str, str]] = []
         return self.walk(value, path, found, self.max_string), found
+
+    def plain_json(self, value: Any) -> str | None:
+        """The compact JSON of ``value`` when redacting it can change nothing but secrets.
+
+        That is: plain JSON data (mappings, sequences, strings, finite numbers, booleans,
+        None), no callback, and small enough that no string is cut, no container shortened
+        and nothing nested too deep. Whether it holds a secret is ``screen``'s question.
+        None when the value needs the full walk.
+        """
+        if self.callback is not None:
+            return None
+        try:
+            text = "".join(_strict_chunks(value, 0))
+        except (TypeError, ValueError, RecursionError):
+            return None
+        n = len(text)
+        if n <= 2 * _MAX_DEPTH:  # too short to nest too deep or hold too many items
+            return text
+        if n > self.max_string or (n > 2 * _MAX_ITEMS and text.count(",") >= _MAX_ITEMS) or (
+                text.count("[") + text.count("{") > _MAX_DEPTH):
+            return None
+        return text
+
+    def screen(self, texts: Sequence[str]) -> list[bool]:
+        """For each JSON text (from ``plain_json``): True when it may hold something to redact.
+
+        False proves that redacting the data it encodes changes nothing: no detector finds
+        anything in any string, key or value, and no key or ``name=value`` inside text is a
+        sensitive name. All texts are searched in one pass of one RE2 pattern, which is what
+        makes auditing a call cheaper than deciding it. Without the ``re2`` module, or with
+        a detector that cannot be screened, every text is True.
+        """
+        rx = self._screen
+        if rx is None:
+            rx = self._screen = self._compile_screen()
+        if rx is _NOTHING:
+            return [False] * len(texts)
+        if rx is False:
+            return [True] * len(texts)
+        joined = _SEPARATOR.join(texts)
+        if not joined.isascii():  # not JSON text as plain_json writes it: offsets would differ
+            return [True] * len(texts)
+        flags = [False] * len(texts)
+        starts: list[int] = []
+        at = 0
+        for text in texts:
+            starts.append(at)
+            at += len(text) + len(_SEPARATOR)
+        for m in rx.finditer(joined):
+            flags[bisect.bisect_right(starts, m.start()) - 1] = True
+            flags[bisect.bisect_right(starts, m.end() - 1) - 1] = True
+        return flags
+
+    def _compile_screen(self) -> Any:
+        if self.callback is not None or _re2 is None:
+            return False
+        parts = []
+        if self._dset is not None:
+            if self._dset.json_screen is None:
+                return False
+            parts.append(self._dset.json_screen)
+        if self._subs:
+            if not all(sub.isascii() for sub in self._subs):
+                return False  # lower() of non-ASCII is not a per-character mapping
+            # A name is sensitive when it holds one of these after lower-casing and dropping
+            # "-" and "_": the letters in order, maybe separated. It matters as a mapping key
+            # (its string ends in an unescaped quote and a colon) or as NAME=value in text.
+            subs = "(?i:" + "|".join("[-_]*".join(re.escape(c) for c in sub)
+                                     for sub in self._subs) + ")"
+            parts.append(subs + r"""(?:(?:[^"\\]|\\.)*":|[A-Za-z0-9_.\-]*(?:\\"|')?"""
+                         r"""(?: |\\t)*[:=])""")
+        if not parts:
+            return _NOTHING
+        options = _re2.Options()
+        options.max_mem = 64 << 20  # room for the DFA of every keyword at once
+        return _re2.compile("|".join(parts), options)
 
     def sensitive_key(self, key: str) -> bool:
         """True when values under ``key`` are redacted whole."""
@@ -179,8 +266,8 @@ class Redactor:
                 red = self.text(text, path, found, cap)
                 return value if red == text else red
             return value
-        if isinstance(value, str):
-            return self.text(str(value), path, found, cap)
+        if isinstance(value, str):  # a str enum: its value, as JSON writes it
+            return self.text(str.__str__(value), path, found, cap)
         if depth >= _MAX_DEPTH:
             return "<too deep>"
         if isinstance(value, Mapping):
