@@ -68,7 +68,9 @@ from callwarden.audit._events import (
     AuditEvent,
     approval_event,
     decision_event,
+    decision_lines,
     outcome_event,
+    outcome_line,
 )
 from callwarden.audit._explain import explain_event, explain_with_policy, find_decision
 from callwarden.audit._reader import EventReader, expand_rotated
@@ -108,12 +110,14 @@ __all__ = [
     "StdoutSink",
     "approval_event",
     "decision_event",
+    "decision_lines",
     "expand_rotated",
     "explain_event",
     "explain_with_policy",
     "find_decision",
     "load_schema",
     "outcome_event",
+    "outcome_line",
     "replay",
     "replay_events",
     "rotated_files",

@@ -2,10 +2,13 @@
 
 Two delivery rules:
 
-* ``required=False`` (default): ``decision()`` / ``outcome()`` put the decision on a bounded
-  queue and return at once (well under a microsecond); one writer thread builds the event
-  (redaction included) and writes it to every sink in order. A full queue drops the event and
-  counts it; a failing sink is counted and logged. Nothing raises, nothing blocks.
+* ``required=False`` (default): ``decision()`` / ``outcome()`` append the decision to a
+  bounded queue and return at once (well under a microsecond); one writer thread builds the
+  events (redaction included) and writes them to every sink in order, in batches: when
+  every sink takes lines (``write_lines``: the JSONL and stdout sinks), a batch is built
+  straight into JSON lines, with one screening pass over all its payloads
+  (``decision_lines``). A full queue drops the event and counts it; a failing sink is
+  counted and logged. Nothing raises, nothing blocks.
 * ``required=True``: the event is built in the caller's thread and written by the writer
   thread while the caller waits at most ``deadline``; any sink failure or a missed deadline
   raises ``AuditError``, and the guard turns the decision into a deny (fail closed).
@@ -18,10 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import contextlib
 import logging
 import os
-import queue
 import threading
 import time
 import weakref
@@ -34,7 +37,9 @@ from callwarden.audit._events import (
     OUTCOME_STATUSES,
     approval_event,
     decision_event,
+    decision_lines,
     outcome_event,
+    outcome_line,
 )
 from callwarden.audit._redact import Redactor
 from callwarden.exceptions import AuditError
@@ -44,7 +49,11 @@ __all__ = ["AuditError", "Auditor"]
 log = logging.getLogger("callwarden.audit")
 
 _STOP = object()
-_BATCH = 256
+_BATCH = 256  # fewer queued than this: the writer lingers for more
+_MAX_BATCH = 1024
+# With fewer events than a batch queued, the writer waits this long for more: one wake-up,
+# one screening pass and one write then serve a batch, instead of a few events each.
+_LINGER = 0.002
 
 
 
@@ -118,6 +127,8 @@ class Auditor:
         if deadline <= 0:
             raise ValueError("deadline must be positive")
         self.sinks = tuple(sinks)
+        # Lines only when every sink takes them: then no event dict is ever built.
+        self._lines = all(callable(getattr(s, "write_lines", None)) for s in self.sinks)
         self.redactor = redactor or Redactor()
         self.required = required
         self.queue_size = queue_size
@@ -132,7 +143,11 @@ class Auditor:
         _LIVE.add(self)
 
     def _reset(self) -> None:
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # A deque and a wake-up event rather than a queue.Queue: appending costs no lock, and
+        # the writer is only signalled when it is idle, not once per event.
+        self._pending: collections.deque[Any] = collections.deque()
+        self._wake = threading.Event()
+        self._idle = False
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -159,8 +174,14 @@ class Auditor:
         """
         if self.required:
             self._write_now((decision, None))
-        else:
+            return
+        pending = self._pending  # _enqueue, inlined: this is every audited call's cost
+        if self._thread is None or len(pending) >= self.queue_size:
             self._enqueue((decision, None))
+            return
+        pending.append((decision, None))
+        if self._idle:
+            self._wake.set()
 
     def outcome(self, decision: Decision, status: str, duration: float,
                 error: str | None = None) -> None:
@@ -242,11 +263,19 @@ class Auditor:
                 self._drop()
                 return
             self._start()
-        q = self._queue
-        if q.qsize() >= self.queue_size:
+        pending = self._pending
+        if len(pending) >= self.queue_size:
             self._drop()
             return
-        q.put(item)
+        pending.append(item)
+        if self._idle:
+            self._wake.set()
+
+    def _post(self, item: Any) -> None:
+        """Queues a control item (flush, stop, a confirmed write): never dropped."""
+        self._pending.append(item)
+        if self._idle:
+            self._wake.set()
 
     def _drop(self) -> None:
         with self._lock:
@@ -265,10 +294,10 @@ class Auditor:
             raise AuditError("the auditor is closed")
         if self._thread is None:
             self._start()
-        if self._queue.qsize() >= self.queue_size:
+        if len(self._pending) >= self.queue_size:
             raise AuditError(f"the audit queue is full ({self.queue_size} events): a sink is "
                              "stuck or too slow")
-        self._queue.put((event, waiter))
+        self._post((event, waiter))
 
     def _write_now(self, item: Any) -> None:
         started = time.perf_counter()
@@ -301,47 +330,95 @@ class Auditor:
                 from error
 
     def _run(self) -> None:
-        q = self._queue
-        batch: list[dict[str, Any]] = []
+        pending, wake = self._pending, self._wake
         while True:
-            # Events queued while the writer was busy go out together: one write per sink
-            # for the batch (``write_many``), still in order, still whole lines.
-            item = q.get() if not batch else self._next_or_none(q)
-            if item is None:
-                self._deliver_batch(batch)
-                batch = []
+            if not pending:
+                self._idle = True
+                if not pending:  # checked again after saying so: an append now wakes us
+                    wake.wait(1.0)
+                wake.clear()
+                self._idle = False
                 continue
-            if item is _STOP:
-                self._deliver_batch(batch)
-                return
-            if type(item) is _Flush:
-                self._deliver_batch(batch)
-                batch = []
-                self._flush_sinks()
-                item.event.set()
-                continue
-            first, second = item
-            if type(second) is _Waiter or type(second) is _AsyncWaiter:
-                self._deliver_batch(batch)
-                batch = []
-                if second.cancelled:  # its caller gave up and failed closed: not written
-                    self._drop()
+            if len(pending) < _BATCH and self._lingers(pending):
+                time.sleep(_LINGER)
+            # Everything queued goes out together (up to _MAX_BATCH): one write per sink,
+            # still in order, still whole lines. Each write lets the deciding thread take
+            # the interpreter lock, and getting it back costs a thread switch.
+            batch: list[Any] = []
+            take, add = pending.popleft, batch.append
+            while pending and len(batch) < _MAX_BATCH:
+                item = take()
+                if type(item) is tuple and item[1] is None:  # a decision: most items
+                    add(item)
                     continue
-                second.done(self._deliver(first))
-                continue
-            try:
-                batch.append(self._build(item))
-            except Exception as e:
-                self._failed("event builder", e)
-            if len(batch) >= _BATCH:
-                self._deliver_batch(batch)
-                batch = []
+                if item is _STOP:
+                    self._deliver_batch(batch)
+                    return
+                if type(item) is _Flush:
+                    self._deliver_batch(batch)
+                    batch = []
+                    self._flush_sinks()
+                    item.event.set()
+                    continue
+                first, second = item
+                if type(second) is _Waiter or type(second) is _AsyncWaiter:
+                    self._deliver_batch(batch)
+                    batch = []
+                    if second.cancelled:  # its caller gave up and failed closed: not written
+                        self._drop()
+                        continue
+                    second.done(self._deliver(first))
+                    continue
+                add(item)
+            self._deliver_batch(batch)
 
     @staticmethod
-    def _next_or_none(q: queue.SimpleQueue[Any]) -> Any:
+    def _lingers(pending: collections.deque[Any]) -> bool:
+        """Whether to let a batch gather: not when someone waits on the writer."""
         try:
-            return q.get_nowait()
-        except queue.Empty:
+            last = pending[-1]
+        except IndexError:
+            return False
+        return type(last) is tuple and not (type(last[1]) is _Waiter
+                                            or type(last[1]) is _AsyncWaiter)
+
+    def _built(self, items: list[Any]) -> list[Any]:
+        """The batch's events, or their JSON lines when every sink takes lines."""
+        if not self._lines:
+            return [e for e in map(self._build_counted, items) if e is not None]
+        decisions = [d for d, extra in items if extra is None and d is not None]
+        try:
+            made = decision_lines(decisions, self.redactor)
+        except Exception:  # one bad decision: build them one by one, and count it
+            return [line for line in map(self._line_counted, items) if line is not None]
+        if len(made) == len(items):
+            return made
+        lines, next_made = [], iter(made).__next__
+        for item in items:
+            if item[1] is None and item[0] is not None:
+                lines.append(next_made())
+            elif (line := self._line_counted(item)) is not None:
+                lines.append(line)
+        return lines
+
+    def _line_counted(self, item: tuple[Decision | None, Any]) -> str | None:
+        decision, extra = item
+        try:
+            if decision is None:  # built already
+                return extra.line()  # type: ignore[no-any-return]
+            if extra is None:
+                return decision_event(decision, self.redactor).line()
+            status, duration, error, at = extra
+            return outcome_line(decision, status, duration, error, self.redactor, at=at)
+        except Exception as e:
+            self._failed("event builder", e)
+            return None
+
+    def _build_counted(self, item: Any) -> Any:
+        try:
+            return self._build(item)
+        except Exception as e:
+            self._failed("event builder", e)
             return None
 
     def _deliver(self, event: dict[str, Any]) -> list[tuple[Any, BaseException]]:
@@ -356,8 +433,22 @@ class Auditor:
             self._written += 1
         return failures
 
-    def _deliver_batch(self, events: list[dict[str, Any]]) -> None:
+    def _deliver_batch(self, items: list[Any]) -> None:
+        if not items:
+            return
+        events = self._built(items)
         if not events:
+            return
+        if self._lines:
+            failed = 0
+            for sink in self.sinks:
+                try:
+                    sink.write_lines(events)
+                except Exception as e:
+                    failed = len(events)
+                    self._failed(sink, e)
+                    self._errors += len(events) - 1
+            self._written += len(events) - failed
             return
         if len(events) == 1:
             self._deliver(events[0])
@@ -408,7 +499,7 @@ class Auditor:
         if self._thread is None:
             return True
         marker = _Flush()
-        self._queue.put(marker)
+        self._post(marker)
         return marker.event.wait(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
@@ -419,7 +510,7 @@ class Auditor:
         thread = self._thread
         if thread is not None:
             self.flush(timeout)
-            self._queue.put(_STOP)
+            self._post(_STOP)
             thread.join(timeout)
         for sink in self.sinks:
             close = getattr(sink, "close", None)
@@ -440,7 +531,7 @@ class Auditor:
         """Counters: ``written`` (by every sink), ``dropped``, ``errors`` (sink failures),
         ``pending`` (queued), ``last_error`` (text, or None)."""
         return {"written": self._written, "dropped": self._dropped, "errors": self._errors,
-                "pending": self._queue.qsize(), "last_error": self._last_error}
+                "pending": len(self._pending), "last_error": self._last_error}
 
 
 _LIVE: weakref.WeakSet[Auditor] = weakref.WeakSet()

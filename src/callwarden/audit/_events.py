@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time as _time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +20,7 @@ from callwarden.audit._redact import Redactor, strict_json
 
 __all__ = [
     "APPROVAL_ACTIONS", "OUTCOME_STATUSES", "SCHEMA_VERSION", "AuditEvent", "approval_event",
-    "decision_event", "iso_time", "outcome_event",
+    "decision_event", "decision_lines", "iso_time", "outcome_event", "outcome_line",
 ]
 
 SCHEMA_VERSION = 1
@@ -65,18 +66,28 @@ class AuditEvent(dict[str, Any]):
 
 def iso_time(ts: float) -> str:
     """``2025-01-31T12:00:00.123456Z`` for a POSIX timestamp (UTC, microseconds)."""
+    second, prefix = _second(ts)
+    # %d truncates, as int() does, without the call: this runs for every event.
+    return "%s.%06dZ" % (prefix, (ts - second) * 1e6)  # noqa: UP031
+
+
+def _second(ts: float) -> tuple[int, str]:
+    """``(whole second, its ISO text)``: formatting the date is the slow part, and events in
+    the same second share it."""
     global _second_cache
-    second = int(ts)
     cached = _second_cache  # one tuple, read once: safe against a concurrent update
-    if cached[0] != second:
-        # Formatting the date is the slow part; events in the same second share it.
+    if cached[0] != int(ts):
         cached = _second_cache = (
-            second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
-    return f"{cached[1]}.{int((ts - second) * 1e6):06d}Z"
+            int(ts), datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return cached
 
 
 def _name(value: str | None) -> str | None:
-    return value if value is None or len(value) <= _MAX_NAME else value[:_MAX_NAME] + "…"
+    return value if value is None else _cut(value)
+
+
+def _cut(value: str) -> str:
+    return value if len(value) <= _MAX_NAME else value[:_MAX_NAME] + "…"
 
 
 def decision_event(decision: Decision, redactor: Redactor | None = None) -> AuditEvent:
@@ -107,7 +118,7 @@ def decision_event(decision: Decision, redactor: Redactor | None = None) -> Audi
     agent, session, principal, framework = (_name(call.agent), _name(call.session),
                                             _name(call.principal), _name(call.framework))
     call_id, tool = _name(call.call_id), _name(call.tool)
-    elapsed = round(decision.elapsed * 1e6, 1)
+    elapsed = float(f"{decision.elapsed * 1e6:.1f}")  # as the line writes it
     event = AuditEvent({
         "schema_version": SCHEMA_VERSION,
         "type": "decision",
@@ -120,26 +131,124 @@ def decision_event(decision: Decision, redactor: Redactor | None = None) -> Audi
     })
     if effective is not _ABSENT:
         event["effective_args"] = effective
-    event.update(agent=agent, session=session, principal=principal, framework=framework,
-                 context=context)
+    event.update(context=context, agent=agent, session=session, principal=principal,
+                 framework=framework)
     event.update(verdict[0])
     event["elapsed_us"] = elapsed
     event["redactions"] = found
-    event._line = "".join((
-        '{"schema_version":', _SCHEMA_TEXT, ',"type":"decision","event_id":', _str(event_id),
-        ',"time":"', when, '","decision_id":', _str(decision.decision_id),
-        ',"call_id":', _opt(call_id), ',"tool":', _opt(tool), ',"args":', _encode(args),
-        "" if effective is _ABSENT else ',"effective_args":' + _encode(effective),
-        ',"agent":', _opt(agent), ',"session":', _opt(session), ',"principal":',
-        _opt(principal), ',"framework":', _opt(framework), ',"context":',
-        _encode(context) if context else "{}", verdict[1], ',"elapsed_us":', repr(elapsed),
-        ',"redactions":', _encode(found) if found else "[]", "}"))
+    event._line = _decision_line(
+        event_id, when, decision,
+        _payloads(_encode(args), _ABSENT if effective is _ABSENT else _encode(effective),
+                  _encode(context) if context else "{}"),
+        verdict[1], _encode(found) if found else "[]")
     return _bounded(event, red, decision)
 
 
 _ABSENT: Any = object()
 _SCHEMA_TEXT = str(SCHEMA_VERSION)
 _str = json.encoder.encode_basestring_ascii
+
+
+def _payloads(args: str, effective: str, context: str) -> str:
+    """The encoded payloads as they sit in the line, next to each other: a screen of this
+    text sees everything the call brought and nothing the policy wrote."""
+    if effective is _ABSENT:
+        return f'{args},"context":{context}'
+    return f'{args},"effective_args":{effective},"context":{context}'
+
+
+def _decision_line(event_id: str, when: str, decision: Decision, payloads: str,
+                   verdict: str, found: str) -> str:
+    """A decision event's JSON line from its encoded parts (the one place it is assembled)."""
+    call = decision.call
+    tool, call_id, who = call[0], call[2], call[3:7]  # tool, call_id, agent ... framework
+    tool_part = _tool_parts.get(tool) or _tool_part(tool)
+    who_part = _who_parts.get(who) or _who_part(who)
+    call_id = "null" if call_id is None else _str(_cut(call_id))
+    return (f'{{"schema_version":{_SCHEMA_TEXT},"type":"decision","event_id":"{event_id}",'
+            f'"time":"{when}","decision_id":{_str(decision.decision_id)},"call_id":{call_id}'
+            f'{tool_part}{payloads}{who_part}{verdict},"elapsed_us":'
+            f'{decision.elapsed * 1e6:.1f},"redactions":{found}}}')
+
+
+# Encoded once per distinct value: a process audits a handful of tools and agents.
+_tool_parts: dict[str | None, str] = {}
+_who_parts: dict[tuple[str | None, ...], str] = {}
+_PART_CACHE_SIZE = 4096
+
+
+def _tool_part(tool: str | None) -> str:
+    if len(_tool_parts) >= _PART_CACHE_SIZE:
+        _tool_parts.clear()
+    part = _tool_parts[tool] = f',"tool":{_opt(_name(tool))},"args":'
+    return part
+
+
+def _who_part(who: tuple[str | None, ...]) -> str:
+    if len(_who_parts) >= _PART_CACHE_SIZE:
+        _who_parts.clear()
+    agent, session, principal, framework = (_opt(_name(w)) for w in who)
+    part = _who_parts[who] = (f',"agent":{agent},"session":{session},"principal":{principal},'
+                              f'"framework":{framework}')
+    return part
+
+
+def decision_lines(decisions: Sequence[Decision], redactor: Redactor | None = None) -> list[str]:
+    """The JSON lines of many decisions' events: ``decision_event(d, redactor).line()`` each.
+
+    The fast way for sinks that only write lines. A payload whose plain JSON passes the
+    redactor's screen (``Redactor.screen``: nothing to redact, nothing to cut) is written as
+    encoded, without the per-string redaction walk or the event dict; the others, and
+    events over ``max_bytes``, are built by ``decision_event``. The screen searches every
+    decision's payloads in one pass, so the more decisions at once the cheaper each.
+    """
+    red = redactor or _DEFAULT
+    plain = red.plain_json
+    limit = red.max_bytes
+    second, prefix = _second_cache
+    verdicts: dict[tuple[Any, ...], tuple[Any, Any, str, str]] = {}  # this batch's
+    lines: list[str | None] = []
+    texts: list[str] = []  # the payloads of the lines built so far, in order
+    for decision in decisions:
+        # The hot loop of auditing: fields by position (see ToolCall, Decision), no calls
+        # that can be avoided, every fast-path line checked by the screen below.
+        call = decision[1]
+        args = plain(call[1])
+        if args is None:
+            lines.append(None)
+            continue
+        context: str | None = plain(call[8]) if call[8] else "{}"
+        if context is None:
+            lines.append(None)
+            continue
+        effective = _ABSENT if decision[2] is call[1] else plain(decision[2])
+        if effective is None:
+            lines.append(None)
+            continue
+        key = decision[3:10]  # reasons, rule, source, matched, message, mode, would_effect
+        verdict = verdicts.get(key)
+        if verdict is None or verdict[0] is not decision[0] or verdict[1] != decision[12]:
+            part = _verdict_part(decision, red)  # effect and policy complete the key
+            verdict = verdicts[key] = (decision[0], decision[12], part[1],
+                                       _encode(part[2]) if part[2] else "[]")
+        ts = call[7]
+        if int(ts) != second:
+            second, prefix = _second(ts)
+        payloads = _payloads(args, effective, context)
+        when = "%s.%06dZ" % (prefix, (ts - second) * 1e6)  # noqa: UP031 - as iso_time
+        line = _decision_line(new_id(), when, decision, payloads, verdict[2], verdict[3])
+        if len(line) > limit:
+            lines.append(None)
+            continue
+        lines.append(line)
+        texts.append(payloads)
+    flags = red.screen(texts) if texts else []
+    if len(texts) == len(lines) and not any(flags):
+        return lines  # type: ignore[return-value]
+    dirty = iter(flags)
+    return [decision_event(decision, red).line() if line is None or next(dirty) else line
+            for decision, line in zip(decisions, lines, strict=True)]
+
 
 # -> (fields, their encoded JSON with a leading comma, redactions, the redactor it was made by)
 _VerdictPart = tuple[dict[str, Any], str, list[dict[str, str]], Redactor]
@@ -156,12 +265,12 @@ def _verdict_part(decision: Decision, red: Redactor) -> _VerdictPart:
 
     Callers must not change what it returns: the dict values are shared between events.
     """
-    would = decision.would_effect
-    key = (id(red), decision.effect, would, decision.mode, decision.rule, decision.source,
-           decision.matched, decision.reasons, decision.message, decision.policy)
+    # effect, then reasons, rule, source, matched, message, mode, would_effect; and policy.
+    key = (id(red), decision[0], decision[12], *decision[3:10])
     hit = _verdict_cache.get(key)
     if hit is not None and hit[3] is red:  # the id of a dead redactor can be reused
         return hit
+    would = decision.would_effect
     found: list[dict[str, str]] = []
     cap = red.max_string
     text = red.text
@@ -211,11 +320,15 @@ def outcome_event(decision: Decision, status: str, duration: float, error: str |
     red = redactor or _DEFAULT
     call = decision.call
     found: list[dict[str, str]] = []
+    event_id = new_id()
+    when = iso_time(_time.time() if at is None else at)
+    duration_ms = round(max(0.0, float(duration)) * 1000, 3)
+    text = None if error is None else red.text(str(error), "error", found, red.max_string)
     event = AuditEvent({
         "schema_version": SCHEMA_VERSION,
         "type": "outcome",
-        "event_id": new_id(),
-        "time": iso_time(_time.time() if at is None else at),
+        "event_id": event_id,
+        "time": when,
         "decision_id": decision.decision_id,
         "call_id": _name(call.call_id),
         "tool": _name(call.tool),
@@ -228,11 +341,58 @@ def outcome_event(decision: Decision, status: str, duration: float, error: str |
         "rule": decision.rule,
         "policy": decision.policy,
         "status": status,
-        "duration_ms": round(max(0.0, float(duration)) * 1000, 3),
-        "error": None if error is None else red.text(str(error), "error", found, red.max_string),
+        "duration_ms": duration_ms,
+        "error": text,
         "redactions": found,
     })
+    event._line = _outcome_line(event_id, when, decision, status, duration_ms,
+                                "null" if text is None else _str(text),
+                                _encode(found) if found else "[]")
     return _bounded(event, red, decision)
+
+
+def outcome_line(decision: Decision, status: str, duration: float, error: str | None = None,
+                 redactor: Redactor | None = None, *, at: float | None = None) -> str:
+    """``outcome_event(...).line()``, without building the event when there is no error text
+    (nothing to redact): the fast way for sinks that only write lines.
+
+    Raises:
+        ValueError: for an unknown status.
+    """
+    red = redactor or _DEFAULT
+    if error is None and status in OUTCOME_STATUSES:
+        line = _outcome_line(new_id(), iso_time(_time.time() if at is None else at), decision,
+                             status, round(max(0.0, float(duration)) * 1000, 3), "null", "[]")
+        if len(line) <= red.max_bytes:
+            return line
+    return outcome_event(decision, status, duration, error, red, at=at).line()
+
+
+def _outcome_line(event_id: str, when: str, decision: Decision, status: str,
+                  duration_ms: float, error: str, found: str) -> str:
+    """An outcome event's JSON line from its encoded parts (the one place it is assembled)."""
+    call = decision.call
+    tool, call_id, who = call[0], call[2], call[3:7]  # tool, call_id, agent ... framework
+    how = (decision.effect, decision.mode, decision.rule, decision.policy)
+    how_part = _how_parts.get(how) or _how_part(how)
+    who_part = _who_parts.get(who) or _who_part(who)
+    call_id = "null" if call_id is None else _str(_cut(call_id))
+    return (f'{{"schema_version":{_SCHEMA_TEXT},"type":"outcome","event_id":"{event_id}",'
+            f'"time":"{when}","decision_id":{_str(decision.decision_id)},"call_id":{call_id},'
+            f'"tool":{_opt(_name(tool))}{who_part}{how_part},"status":"{status}",'
+            f'"duration_ms":{duration_ms!r},"error":{error},"redactions":{found}}}')
+
+
+_how_parts: dict[tuple[Any, ...], str] = {}
+
+
+def _how_part(how: tuple[Any, ...]) -> str:
+    if len(_how_parts) >= _PART_CACHE_SIZE:
+        _how_parts.clear()
+    effect, mode, rule, policy = how
+    part = _how_parts[how] = (f',"effect":"{effect.value}","mode":"{mode.value}",'
+                              f'"rule":{_opt(rule)},"policy":{_opt(policy)}')
+    return part
 
 
 def approval_event(action: str, record: Any, redactor: Redactor | None = None, *,

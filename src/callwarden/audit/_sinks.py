@@ -1,7 +1,9 @@
 """Where audit events go. A sink is anything with ``write(event: dict) -> None``.
 
 ``flush()`` and ``close()`` are optional. Sinks are called from the auditor's writer thread,
-one event at a time, in order; they must not change the event.
+in order; they must not change the event. A sink that only writes the JSON text may also have
+``write_lines(lines: list[str])``: when every sink of an auditor has it, the auditor hands it
+the encoded events (one JSON object per string, no newline) and never builds the dicts.
 """
 
 from __future__ import annotations
@@ -80,37 +82,38 @@ class JsonlSink:
 
     def write(self, event: dict[str, Any]) -> None:
         """Appends the event as one line (one ``os.write``)."""
-        data = (encode_line(event) + "\n").encode("ascii")
+        self._append((encode_line(event) + "\n").encode("ascii"), rotate=True)
+
+    def write_many(self, events: list[dict[str, Any]]) -> None:
+        """Appends several events (see ``write_lines``)."""
+        self.write_lines([encode_line(e) for e in events])
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Appends encoded events (JSON lines without their newline), in order.
+
+        As few ``os.write`` calls as rotation and ``fsync`` allow, each holding whole lines
+        only, so the no-torn-line guarantee is the same as for ``write``.
+        """
+        if self.rotate_bytes or self.rotate_interval or self.fsync:
+            for line in lines:
+                self._append((line + "\n").encode("ascii"), rotate=True)
+            return
+        self._append(("\n".join(lines) + "\n").encode("ascii"), rotate=False)
+
+    def _append(self, data: bytes, *, rotate: bool) -> None:
         with self._lock:
             if self._fd < 0:
                 self._open()
-            if (self.rotate_bytes and self._size and self._size + len(data) > self.rotate_bytes) \
-                    or (self.rotate_interval and time.time() >= self._next_rotation):
+            if rotate and ((self.rotate_bytes and self._size
+                            and self._size + len(data) > self.rotate_bytes)
+                           or (self.rotate_interval and time.time() >= self._next_rotation)):
                 self._rotate()
             written = os.write(self._fd, data)
-            while written < len(data):  # only on a full disk or a size limit: keep the line whole
+            while written < len(data):  # only on a full disk or a size limit: keep lines whole
                 written += os.write(self._fd, data[written:])
             self._size += len(data)
             if self.fsync:
                 os.fsync(self._fd)
-
-    def write_many(self, events: list[dict[str, Any]]) -> None:
-        """Appends several events with as few ``os.write`` calls as rotation allows.
-
-        Each write holds whole lines only, so the no-torn-line guarantee is the same.
-        """
-        if self.rotate_bytes or self.rotate_interval or self.fsync:
-            for event in events:
-                self.write(event)
-            return
-        data = "".join([encode_line(e) + "\n" for e in events]).encode("ascii")
-        with self._lock:
-            if self._fd < 0:
-                self._open()
-            written = os.write(self._fd, data)
-            while written < len(data):
-                written += os.write(self._fd, data[written:])
-            self._size += len(data)
 
     def _rotate(self) -> None:
         if not self._size:  # nothing to set aside: only move the next rotation time
@@ -162,8 +165,12 @@ class StdoutSink:
 
     def write(self, event: dict[str, Any]) -> None:
         """Prints the event line and flushes."""
+        self.write_lines([encode_line(event)])
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Prints encoded events, one per line, and flushes once."""
         stream = self._stream or sys.stdout  # looked up late: tests and daemons swap stdout
-        stream.write(encode_line(event) + "\n")
+        stream.write("\n".join(lines) + "\n")
         stream.flush()
 
 
