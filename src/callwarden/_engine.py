@@ -354,7 +354,7 @@ class Engine:
                      rule.mode or self.settings.mode, rule.order)
 
     def _limit_counters(self, plan: Plan, call: ToolCall, subject: Subject,
-                        current: Mapping[str, Any]) -> Iterator[tuple[Rule, Counter | Entry]]:
+                        current: ToolCall) -> Iterator[tuple[Rule, Counter | Entry]]:
         """(rule, its counter for this call) for every limit rule that applies; a rule whose
         counter cannot be built (a missing or bad amount) comes with its error entry instead."""
         for rule in plan.limits:
