@@ -161,36 +161,49 @@ def _decision_line(event_id: str, when: str, decision: Decision, payloads: str,
                    verdict: str, found: str) -> str:
     """A decision event's JSON line from its encoded parts (the one place it is assembled)."""
     call = decision.call
-    tool, call_id, who = call[0], call[2], call[3:7]  # tool, call_id, agent ... framework
-    tool_part = _tool_parts.get(tool) or _tool_part(tool)
-    who_part = _who_parts.get(who) or _who_part(who)
-    call_id = "null" if call_id is None else _str(_cut(call_id))
-    return (f'{{"schema_version":{_SCHEMA_TEXT},"type":"decision","event_id":"{event_id}",'
-            f'"time":"{when}","decision_id":{_str(decision.decision_id)},"call_id":{call_id}'
-            f'{tool_part}{payloads}{who_part}{verdict},"elapsed_us":'
+    tool, who = call[0], call[3:7]  # agent, session, principal, framework
+    return (f'{_head("decision", event_id, when, decision)}'
+            f'{_tool_parts.get(tool) or _tool_part(tool)}{payloads}'
+            f'{_who_parts.get(who) or _who_part(who)}{verdict},"elapsed_us":'
             f'{decision.elapsed * 1e6:.1f},"redactions":{found}}}')
+
+
+def _head(kind: str, event_id: str, when: str, decision: Decision) -> str:
+    """The fields every event of a decision starts with, through ``call_id``."""
+    call_id = decision.call[2]
+    return (f'{{"schema_version":{_SCHEMA_TEXT},"type":"{kind}","event_id":"{event_id}",'
+            f'"time":"{when}","decision_id":{_str(decision.decision_id)},"call_id":'
+            f'{"null" if call_id is None else _str(_cut(call_id))}')
 
 
 # Encoded once per distinct value: a process audits a handful of tools and agents.
 _tool_parts: dict[str | None, str] = {}
 _who_parts: dict[tuple[str | None, ...], str] = {}
+_how_parts: dict[tuple[Any, ...], str] = {}
 _PART_CACHE_SIZE = 4096
 
 
-def _tool_part(tool: str | None) -> str:
-    if len(_tool_parts) >= _PART_CACHE_SIZE:
-        _tool_parts.clear()
-    part = _tool_parts[tool] = f',"tool":{_opt(_name(tool))},"args":'
+def _remember(cache: dict[Any, str], key: Any, part: str) -> str:
+    if len(cache) >= _PART_CACHE_SIZE:
+        cache.clear()
+    cache[key] = part
     return part
+
+
+def _tool_part(tool: str | None) -> str:
+    return _remember(_tool_parts, tool, f',"tool":{_opt(_name(tool))},"args":')
 
 
 def _who_part(who: tuple[str | None, ...]) -> str:
-    if len(_who_parts) >= _PART_CACHE_SIZE:
-        _who_parts.clear()
     agent, session, principal, framework = (_opt(_name(w)) for w in who)
-    part = _who_parts[who] = (f',"agent":{agent},"session":{session},"principal":{principal},'
-                              f'"framework":{framework}')
-    return part
+    return _remember(_who_parts, who, f',"agent":{agent},"session":{session},"principal":'
+                                      f'{principal},"framework":{framework}')
+
+
+def _how_part(how: tuple[Any, ...]) -> str:
+    effect, mode, rule, policy = how
+    return _remember(_how_parts, how, f',"effect":"{effect.value}","mode":"{mode.value}",'
+                                      f'"rule":{_opt(rule)},"policy":{_opt(policy)}')
 
 
 def decision_lines(decisions: Sequence[Decision], redactor: Redactor | None = None) -> list[str]:
@@ -372,27 +385,12 @@ def _outcome_line(event_id: str, when: str, decision: Decision, status: str,
                   duration_ms: float, error: str, found: str) -> str:
     """An outcome event's JSON line from its encoded parts (the one place it is assembled)."""
     call = decision.call
-    tool, call_id, who = call[0], call[2], call[3:7]  # tool, call_id, agent ... framework
+    who = call[3:7]  # agent, session, principal, framework
     how = (decision.effect, decision.mode, decision.rule, decision.policy)
-    how_part = _how_parts.get(how) or _how_part(how)
-    who_part = _who_parts.get(who) or _who_part(who)
-    call_id = "null" if call_id is None else _str(_cut(call_id))
-    return (f'{{"schema_version":{_SCHEMA_TEXT},"type":"outcome","event_id":"{event_id}",'
-            f'"time":"{when}","decision_id":{_str(decision.decision_id)},"call_id":{call_id},'
-            f'"tool":{_opt(_name(tool))}{who_part}{how_part},"status":"{status}",'
-            f'"duration_ms":{duration_ms!r},"error":{error},"redactions":{found}}}')
-
-
-_how_parts: dict[tuple[Any, ...], str] = {}
-
-
-def _how_part(how: tuple[Any, ...]) -> str:
-    if len(_how_parts) >= _PART_CACHE_SIZE:
-        _how_parts.clear()
-    effect, mode, rule, policy = how
-    part = _how_parts[how] = (f',"effect":"{effect.value}","mode":"{mode.value}",'
-                              f'"rule":{_opt(rule)},"policy":{_opt(policy)}')
-    return part
+    return (f'{_head("outcome", event_id, when, decision)},"tool":{_opt(_name(call[0]))}'
+            f'{_who_parts.get(who) or _who_part(who)}{_how_parts.get(how) or _how_part(how)}'
+            f',"status":"{status}","duration_ms":{duration_ms!r},"error":{error},'
+            f'"redactions":{found}}}')
 
 
 def approval_event(action: str, record: Any, redactor: Redactor | None = None, *,
