@@ -53,8 +53,9 @@ async def test_mcp_tools_are_allowed_denied_and_rewritten(tmp_path, gate) -> Non
     async with mcp_server(log) as server:
         agent = gate.agent(Agent(name="ops", model=model, mcp_servers=[server]))
         await asyncio.wait_for(Runner.run(agent, "go"), TIMEOUT)
-    assert ran(log) == [("read_file", {"path": "notes.txt"}),
-                        ("search", {"query": "invoices", "limit": 5})]
+    # The SDK runs one turn's tool calls concurrently: which MCP call lands first varies.
+    assert sorted(ran(log), key=repr) == [("read_file", {"path": "notes.txt"}),
+                                          ("search", {"query": "invoices", "limit": 5})]
     told = outputs(model)
     assert text(told["call-1"]) == DENY_MESSAGE
     assert text(told["call-2"]) == "5 results for invoices"
