@@ -222,11 +222,11 @@ def decision_lines(decisions: Sequence[Decision], redactor: Redactor | None = No
     verdicts: dict[tuple[Any, ...], tuple[Any, Any, str, str]] = {}  # this batch's
     lines: list[str | None] = []
     texts: list[str] = []  # the payloads of the lines built so far, in order
-    for decision in decisions:
-        # The hot loop of auditing: fields by position (see ToolCall, Decision), no calls
-        # that can be avoided, every fast-path line checked by the screen below.
+    # The hot loop of auditing: fields by position (see ToolCall, Decision), no calls that
+    # can be avoided, every fast-path line checked by the screen below.
+    for decision, args in zip(decisions, red.plain_jsons([d[1][1] for d in decisions]),
+                              strict=True):
         call = decision[1]
-        args = plain(call[1])
         if args is None:
             lines.append(None)
             continue
