@@ -198,6 +198,19 @@ def test_without_re2_every_payload_takes_the_redaction_walk(
     assert "AKIAZ7VRSQ5TJN2XOHNB" not in line
 
 
+def test_a_screen_re2_cannot_compile_sends_every_payload_to_the_walk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    re2 = redact_module._re2
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise re2.error("pattern too large")
+
+    monkeypatch.setattr(re2, "compile", refuse)
+    red = Redactor()
+    assert red.screen([red.plain_json({"path": "a.py"})]) == [True]  # type: ignore[list-item]
+    assert red.screen([red.plain_json({"k": "AKIAZ7VRSQ5TJN2XOHNB"})]) == [True]  # type: ignore[list-item]
+
+
 def test_a_callback_sees_every_string_on_the_line_path(guard: Guard) -> None:
     seen: list[str] = []
     red = Redactor(callback=lambda path, text: seen.append(path) or None)

@@ -35,6 +35,7 @@ from typing import Any
 from callwarden._decision import Decision
 from callwarden.audit._events import (
     OUTCOME_STATUSES,
+    AuditEvent,
     approval_event,
     decision_event,
     decision_lines,
@@ -239,7 +240,7 @@ class Auditor:
         else:
             self._enqueue((None, event))
 
-    def _build(self, item: tuple[Decision | None, Any]) -> dict[str, Any]:
+    def _build(self, item: tuple[Decision | None, Any]) -> AuditEvent:
         decision, extra = item
         if decision is None:  # built already
             return extra  # type: ignore[no-any-return]
@@ -404,12 +405,10 @@ class Auditor:
     def _line_counted(self, item: tuple[Decision | None, Any]) -> str | None:
         decision, extra = item
         try:
-            if decision is None:  # built already
-                return extra.line()  # type: ignore[no-any-return]
-            if extra is None:
-                return decision_event(decision, self.redactor).line()
-            status, duration, error, at = extra
-            return outcome_line(decision, status, duration, error, self.redactor, at=at)
+            if decision is not None and extra is not None:  # an outcome: its fast line
+                status, duration, error, at = extra
+                return outcome_line(decision, status, duration, error, self.redactor, at=at)
+            return self._build(item).line()
         except Exception as e:
             self._failed("event builder", e)
             return None

@@ -251,7 +251,10 @@ class Redactor:
             return _NOTHING
         options = _re2.Options()
         options.max_mem = 64 << 20  # room for the DFA of every keyword at once
-        return _re2.compile("|".join(parts), options)
+        try:
+            return _re2.compile("|".join(parts), options)
+        except _re2.error:  # a keyword RE2 cannot take: every payload takes the walk
+            return False
 
     def sensitive_key(self, key: str) -> bool:
         """True when values under ``key`` are redacted whole."""
