@@ -24,10 +24,10 @@ from typing import Any
 import cel
 
 from callwarden._call import ToolCall
-from callwarden._cel import CelCondition
-from callwarden._lists import NamedList
-from callwarden._matchers import CompileEnv, Subject
 from callwarden._profiles import default_profile
+from callwarden.conditions.base import CompileEnv, Subject
+from callwarden.conditions.cel import CelCondition
+from callwarden.policyfile.lists import NamedList
 
 ROUNDS = 5
 

@@ -18,10 +18,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from callwarden._call import ToolCall
-from callwarden._matchers import CompileEnv, Subject
-from callwarden._paths import PathMatcher
 from callwarden._profiles import default_profile
-from callwarden._urls import UrlMatcher, _analyze
+from callwarden.conditions.base import CompileEnv, Subject
+from callwarden.conditions.paths import PathMatcher
+from callwarden.conditions.urls import UrlMatcher, _analyze
 
 BATCHES = 31
 

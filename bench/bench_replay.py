@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from callwarden import Guard
-from callwarden.audit import JsonlSink, Redactor, decision_event, replay, summarize
+from callwarden.audit import JsonlSink, Redactor, decision_event
+from callwarden.review import replay, summarize
 
 HERE = Path(__file__).parent
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000

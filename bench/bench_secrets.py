@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from callwarden._detectors import (  # noqa: E402
+from callwarden.analysis.detectors import (  # noqa: E402
     PII,
     SECRETS,
     scan_text,

@@ -20,9 +20,11 @@ import tree_sitter_bash  # noqa: E402
 from tree_sitter import Language, Parser  # noqa: E402
 
 from callwarden._call import ToolCall  # noqa: E402
-from callwarden._matchers import Subject  # noqa: E402
 from callwarden._profiles import default_profile  # noqa: E402
-from callwarden.shell import ShellMatcher, analyze_command, baseline_config, clear_cache  # noqa: E402
+from callwarden.analysis.shell import analyze_command, clear_cache  # noqa: E402
+from callwarden.conditions.base import Subject  # noqa: E402
+from callwarden.conditions.shell import ShellMatcher  # noqa: E402
+from callwarden.policyfile.bundled import baseline_config  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 

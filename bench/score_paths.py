@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from callwarden._matchers import CompileEnv
-from callwarden._paths import PathMatcher
+from callwarden.conditions.base import CompileEnv
+from callwarden.conditions.paths import PathMatcher
 
 ROOT = "/home/dev/project"
 HOME = "/home/dev"

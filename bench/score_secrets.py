@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from callwarden._detectors import SECRETS, scan_text  # noqa: E402
+from callwarden.analysis.detectors import SECRETS, scan_text  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "secrets.jsonl"
 

@@ -15,7 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from callwarden.shell import ShellMatcher, analyze_command, baseline_rules  # noqa: E402
+from callwarden.analysis.shell import analyze_command  # noqa: E402
+from callwarden.conditions.shell import ShellMatcher  # noqa: E402
+from callwarden.policyfile.bundled import baseline_rules  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 

@@ -1,4 +1,4 @@
-"""CEL ``if:`` conditions (callwarden._cel)."""
+"""CEL ``if:`` conditions (callwarden.conditions.cel)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from callwarden._call import ToolCall
-from callwarden._cel import CelCondition, CelError
-from callwarden._lists import NamedList
-from callwarden._matchers import CompileEnv, ConfigError, Hit, Subject, get_condition
 from callwarden._profiles import default_profile
+from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, get_condition
+from callwarden.conditions.cel import CelCondition, CelError
+from callwarden.policyfile.lists import NamedList
 
 LISTS = {
     "contacts": NamedList("contacts", ["alice@example.com", "bob@example.com", "zoë@exämple.de"]),

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from callwarden._call import FrozenDict, ToolCall
-from callwarden._content import ContentMatcher, SecretsMatcher
-from callwarden._matchers import _REGISTRY, CompileEnv, ConfigError, Subject
 from callwarden._profiles import default_profile
+from callwarden.conditions.base import _REGISTRY, CompileEnv, ConfigError, Subject
+from callwarden.conditions.content import ContentMatcher, SecretsMatcher
 
 ENV = CompileEnv()
 AWS_KEY = "AKIAZ7VRSQ5TJN2XOHNB"
@@ -101,7 +101,7 @@ def test_secrets_scan_is_shared_through_the_memo() -> None:
 
 
 def test_secrets_scan_error_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
-    import callwarden._content as content
+    import callwarden.conditions.content as content
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("scanner broke")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from callwarden._call import FrozenDict, freeze
-from callwarden._detectors import (
+from callwarden.analysis.detectors import (
     DETECTORS,
     FAMILIES,
     PII,

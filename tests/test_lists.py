@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from callwarden._lists import NamedList, load_lists, read_list_file, resolve_items
-from callwarden._matchers import CompileEnv, ConfigError
+from callwarden.conditions.base import CompileEnv, ConfigError
+from callwarden.policyfile.lists import NamedList, load_lists, read_list_file, resolve_items
 
 
 @pytest.fixture

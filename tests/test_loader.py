@@ -133,7 +133,7 @@ def test_on_key_reads_as_a_string_not_a_yaml_boolean() -> None:
 
 
 def test_yes_no_on_off_values_stay_strings() -> None:
-    from callwarden._yamlsrc import load_yaml
+    from callwarden.policyfile.yamlsrc import load_yaml
 
     data, _ = load_yaml("a: yes\nb: no\nc: on\nd: off\ne: true\nf: False\n", None)
     assert data == {"a": "yes", "b": "no", "c": "on", "d": "off", "e": True, "f": False}

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from callwarden._call import ToolCall
-from callwarden._matchers import CompileEnv, ConfigError, Subject, get_condition
-from callwarden._paths import (
+from callwarden._profiles import ToolProfile, default_profile
+from callwarden.conditions.base import CompileEnv, ConfigError, Subject, get_condition
+from callwarden.conditions.paths import (
     PathCanonicalizer,
     PathMatcher,
     canonical_path,
@@ -21,7 +22,6 @@ from callwarden._paths import (
     load_sensitive_globs,
     resolve_physical,
 )
-from callwarden._profiles import ToolProfile, default_profile
 
 ROOT = "/home/dev/project"
 HOME = "/home/dev"

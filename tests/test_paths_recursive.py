@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from callwarden._call import ToolCall
-from callwarden._matchers import Subject
-from callwarden._paths import PathMatcher
 from callwarden._profiles import default_profile
+from callwarden.conditions.base import Subject
+from callwarden.conditions.paths import PathMatcher
 
 ROOT, HOME = "/home/dev/project", "/home/dev"
 

@@ -12,7 +12,7 @@ from callwarden import Effect, Guard, PolicyError
 from callwarden.cli import main
 
 DATA = Path(__file__).parent / "data"
-RECOMMENDED = Path(__file__).parent.parent / "src" / "callwarden" / "policies" / "recommended.yaml"
+RECOMMENDED = Path(__file__).parent.parent / "src" / "callwarden" / "policyfile" / "recommended.yaml"
 
 
 def recommended() -> Guard:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from callwarden._call import ToolCall
-from callwarden._matchers import CompileEnv, ConfigError, Subject, get_condition
 from callwarden._profiles import ToolProfile, default_profile
-from callwarden._urls import InvalidUrl, UrlMatcher, analyze_url, find_urls
+from callwarden.conditions.base import CompileEnv, ConfigError, Subject, get_condition
+from callwarden.conditions.urls import InvalidUrl, UrlMatcher, analyze_url, find_urls
 
 
 def matcher(**config: Any) -> UrlMatcher:

@@ -5,12 +5,12 @@ model can act on, sent to a human, or halts the run — and the decision says wh
 """
 
 from callwarden._call import FrozenDict, Opaque, ToolCall, freeze, thaw
-from callwarden._combine import FirstMatch, StrictestWins
 from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
 from callwarden._guard import Guard
-from callwarden._matchers import CompileEnv, ConfigError, Hit, Subject, register_condition
-from callwarden._policy import Policy, load_object, policy
 from callwarden._profiles import SideEffect, ToolProfile, default_profile
+from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
+from callwarden.engine.combine import FirstMatch, StrictestWins
+from callwarden.engine.user import Policy, load_object, policy
 from callwarden.exceptions import (
     ApprovalRequired,
     AuditError,

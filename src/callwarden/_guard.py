@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 from callwarden._call import FrozenDict, ToolCall, new_id, snapshot, thaw
 from callwarden._decision import Decision, Effect, Mode, Reason
-from callwarden._engine import Engine, Flow, OutputCheck
 from callwarden._profiles import ToolProfile
+from callwarden.engine.engine import Engine, Flow, OutputCheck
 from callwarden.exceptions import (
     ApprovalRequired,
     AuditError,
@@ -60,7 +60,7 @@ class Guard:
             approvals: a ``callwarden.approvals.Approvals`` for ``ask`` decisions (by default
                 one on the guard's state store, created when first needed).
         """
-        from callwarden._loader import compile_policy
+        from callwarden.policyfile.compile import compile_policy
 
         spec: dict[str, Any] = {
             "version": 1, "default": default, "mode": mode, "on_error": on_error,
@@ -122,7 +122,7 @@ class Guard:
         Raises:
             PolicyError: listing every problem with its file, line and key.
         """
-        from callwarden._loader import load_policy_file
+        from callwarden.policyfile.compile import load_policy_file
 
         engine = load_policy_file(Path(path), check_examples=check_examples, audit=audit)
         return cls._from_engine(engine, str(path))
@@ -138,7 +138,7 @@ class Guard:
         Raises:
             PolicyError: listing every problem, a state URL that cannot be opened included.
         """
-        from callwarden._loader import compile_policy
+        from callwarden.policyfile.compile import compile_policy
 
         engine = compile_policy(policy, base_dir=Path(base_dir) if base_dir else None,
                                 extra_policies=policies, check_examples=check_examples,
@@ -149,7 +149,7 @@ class Guard:
     def from_yaml(cls, text: str, *, base_dir: str | Path | None = None,
                   filename: str = "<policy>") -> Guard:
         """Builds a guard from YAML text."""
-        from callwarden._loader import load_policy_text
+        from callwarden.policyfile.compile import load_policy_text
 
         engine = load_policy_text(text, filename=filename,
                                   base_dir=Path(base_dir) if base_dir else None)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import callwarden.audit._redact as redact_module
 from callwarden import Decision, Guard, Opaque
-from callwarden._detectors import SECRETS, Detector, DetectorSet, select_detectors
+from callwarden.analysis.detectors import SECRETS, Detector, DetectorSet, select_detectors
 from callwarden.audit import (
     Auditor,
     CallableSink,

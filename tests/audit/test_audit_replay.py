@@ -9,16 +9,10 @@ import pytest
 from _audit_support import CALLS, POLICY, TIGHTENED, read_jsonl
 
 from callwarden import Guard
-from callwarden.audit import (
-    Auditor,
-    JsonlSink,
-    explain_event,
-    find_decision,
-    replay,
-    summarize,
-)
-from callwarden.audit._replay import parse_transition
+from callwarden.audit import Auditor, JsonlSink
 from callwarden.cli import main
+from callwarden.review import explain_event, find_decision, replay, summarize
+from callwarden.review.replay import parse_transition
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from callwarden.shell import SimpleCommand, analyze_command
+from callwarden.analysis.shell import SimpleCommand, analyze_command
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

@@ -5,8 +5,8 @@ from collections.abc import Callable
 import pytest
 
 from callwarden._call import ToolCall
-from callwarden._matchers import Subject
 from callwarden._profiles import default_profile
+from callwarden.conditions.base import Subject
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-import callwarden.shell as shell_pkg
-from callwarden.shell import _analysis, analyze_command, clear_cache
-from callwarden.shell._parse import MAX_COMMAND_LENGTH
+import callwarden.analysis.shell as shell_pkg
+from callwarden.analysis.shell import _analysis, analyze_command, clear_cache
+from callwarden.analysis.shell._parse import MAX_COMMAND_LENGTH
 
 
 def test_analysis_is_immutable() -> None:

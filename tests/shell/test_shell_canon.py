@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from _shell_support import only
 
-from callwarden.shell import analyze_command
+from callwarden.analysis.shell import analyze_command
 
 
 @pytest.mark.parametrize("command", [

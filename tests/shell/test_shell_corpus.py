@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from _shell_support import corpus_rows
 
-from callwarden.shell import ShellMatcher, analyze_command, baseline_config, baseline_rules
+from callwarden.analysis.shell import analyze_command
+from callwarden.conditions.shell import ShellMatcher
+from callwarden.policyfile.bundled import baseline_config, baseline_rules
 
 DESTRUCTIVE = corpus_rows("bash_destructive.tsv")
 BENIGN = corpus_rows("bash_benign.tsv")

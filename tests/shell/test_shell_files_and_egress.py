@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from callwarden._matchers import CompileEnv, ConfigError, Subject
-from callwarden.shell import ShellMatcher
+from callwarden.conditions.base import CompileEnv, ConfigError, Subject
+from callwarden.conditions.shell import ShellMatcher
 
 Make = Callable[..., Subject]
 ROOT, HOME = "/home/dev/project", "/home/dev"

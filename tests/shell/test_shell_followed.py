@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from callwarden import Effect, Guard
-from callwarden.shell import ShellMatcher, analyze_command
-from callwarden.shell._model import UNKNOWN_OPERAND
+from callwarden.analysis.shell import analyze_command
+from callwarden.analysis.shell._model import UNKNOWN_OPERAND
+from callwarden.conditions.shell import ShellMatcher
 
 HOME = "/home/dev"
 ROOT = "/home/dev/project"

@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from callwarden._matchers import CompileEnv, ConfigError, Subject, get_condition
-from callwarden.shell import ShellMatcher, analyze_command, shell_analysis
+from callwarden.analysis.shell import analyze_command
+from callwarden.conditions.base import CompileEnv, ConfigError, Subject, get_condition
+from callwarden.conditions.shell import ShellMatcher, shell_analysis
 
 Make = Callable[..., Subject]
 
@@ -140,7 +141,7 @@ def test_home_from_compile_options(subject: Make) -> None:
 
 
 def test_condition_is_registered() -> None:
-    import callwarden.shell  # noqa: F401
+    import callwarden.analysis.shell  # noqa: F401
 
     assert get_condition("shell") is ShellMatcher
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from callwarden.shell import analyze_command
+from callwarden.analysis.shell import analyze_command
 
 
 @pytest.mark.parametrize(("command", "reason"), [

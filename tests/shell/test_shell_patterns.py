@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from callwarden.shell import ShellPatternSet, analyze_command
+from callwarden.analysis.shell import ShellPatternSet, analyze_command
 
 
 def hit(patterns: list[str], command: str, **kwargs: str) -> bool:

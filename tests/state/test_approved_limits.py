@@ -152,7 +152,7 @@ def test_approved_calls_are_recorded_as_approved_in_the_history(store) -> None:
 
 
 def test_framework_adapters_count_the_calls_they_settle(store) -> None:
-    from callwarden.adapters._core import Enforcer
+    from callwarden._enforce import Enforcer
 
     enforcer = Enforcer(Guard.from_dict(ask_with_budget(1), state=store), framework="test",
                         approver=approve)
@@ -162,7 +162,7 @@ def test_framework_adapters_count_the_calls_they_settle(store) -> None:
 
 
 async def test_framework_adapters_count_the_calls_they_settle_async(store) -> None:
-    from callwarden.adapters._core import Enforcer
+    from callwarden._enforce import Enforcer
 
     enforcer = Enforcer(Guard.from_dict(ask_with_budget(1), state=store), framework="test",
                         approver=approve)

@@ -326,7 +326,7 @@ def test_history_recorded_with_the_counters_has_the_final_effect(store) -> None:
 
 
 def _with_combiner(policy: dict, store: StateStore, combiner: object) -> Guard:
-    from callwarden._engine import Engine
+    from callwarden.engine.engine import Engine
 
     compiled = Guard.from_dict(policy, state=store).engine
     return Guard._from_engine(Engine(compiled.rules, settings=compiled.settings, store=store,
@@ -342,7 +342,7 @@ FIRST_ASK_THEN_HALT = limited(
 
 
 def test_history_recorded_with_the_counters_under_first_match(store) -> None:
-    from callwarden._combine import FirstMatch
+    from callwarden.engine.combine import FirstMatch
 
     guard = _with_combiner(FIRST_ASK_THEN_HALT, store, FirstMatch())
     effects = [guard.check("t", {}, session="s").effect for _ in range(2)]
@@ -351,7 +351,7 @@ def test_history_recorded_with_the_counters_under_first_match(store) -> None:
 
 
 def test_history_under_a_custom_combiner_records_the_final_effect(store) -> None:
-    from callwarden._combine import StrictestWins
+    from callwarden.engine.combine import StrictestWins
 
     class Custom(StrictestWins):
         __slots__ = ()

@@ -8,7 +8,7 @@ import pytest
 
 from callwarden import Effect, Guard, PolicyError
 from callwarden._call import snapshot
-from callwarden._limits import LimitSpec
+from callwarden.engine.limits import LimitSpec
 from callwarden.state import Counter, SQLiteStore
 
 T = 1_000_000.0

@@ -5,6 +5,6 @@ Each adapter lives in its own module and imports its framework lazily, so instal
 All of them translate through :class:`Enforcer`.
 """
 
-from callwarden.adapters._core import Enforcer, as_guard, describe_refusal
+from callwarden._enforce import Enforcer, as_guard, describe_refusal
 
 __all__ = ["Enforcer", "as_guard", "describe_refusal"]

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden.adapters._core import Enforcer, describe_refusal
+from callwarden._enforce import Enforcer, describe_refusal
 from callwarden.approvals import ApprovalInvalid, ApprovalPending, Status, decision_digest
 
 try:

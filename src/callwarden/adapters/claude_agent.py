@@ -31,7 +31,7 @@ from typing import Any, cast
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden.adapters._core import Enforcer, describe_refusal
+from callwarden._enforce import Enforcer, describe_refusal
 from callwarden.approvals import ApprovalPending
 from callwarden.hooks._claude_code import EVENT, halt_key, parse_pre_tool_use, pre_tool_use_output
 

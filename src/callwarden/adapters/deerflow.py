@@ -36,7 +36,7 @@ from typing import Any
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden.adapters._core import Enforcer, cannot_rewrite, describe_refusal
+from callwarden._enforce import Enforcer, cannot_rewrite, describe_refusal
 
 __all__ = ["GuardrailDecision", "GuardrailReason", "Provider"]
 

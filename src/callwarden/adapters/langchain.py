@@ -37,7 +37,7 @@ from langgraph.types import Command, interrupt
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden.adapters._core import Enforcer, describe_refusal
+from callwarden._enforce import Enforcer, describe_refusal
 from callwarden.approvals import ApprovalError, ApprovalInvalid, ApprovalPending
 from callwarden.exceptions import RunHalted
 

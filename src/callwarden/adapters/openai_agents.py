@@ -43,8 +43,8 @@ from agents.tool_guardrails import (
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
+from callwarden._enforce import Enforcer, describe_refusal
 from callwarden._jsonsafe import json_safe
-from callwarden.adapters._core import Enforcer, describe_refusal
 from callwarden.approvals import ApprovalPending, aresolve_ask
 
 __all__ = ["FRAMEWORK", "ToolGate", "guard_agent", "guard_tools"]

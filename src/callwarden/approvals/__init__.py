@@ -10,6 +10,7 @@ approves, denies or edits it; an approved request runs its call exactly once::
     decision = resolve_ask(guard, decision, approvals=approvals, approver=TerminalApprover())
 """
 
+from callwarden._settle import aresolve_ask, resolve_ask
 from callwarden.approvals._approvals import Approvals
 from callwarden.approvals._approvers import (
     Answer,
@@ -35,7 +36,6 @@ from callwarden.approvals._records import (
     call_digest,
     decision_digest,
 )
-from callwarden.approvals._resolve import aresolve_ask, resolve_ask
 
 __all__ = [
     "Answer",

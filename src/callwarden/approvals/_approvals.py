@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from callwarden._decision import Effect
+from callwarden._flow import Flow, Step, adrive, drive, sleep
 from callwarden._jsonsafe import json_safe
 from callwarden.approvals._errors import ApprovalInvalid, ApprovalRefused
 from callwarden.approvals._records import (
@@ -29,7 +30,6 @@ from callwarden.approvals._records import (
     allowlist,
     decision_digest,
 )
-from callwarden.approvals._steps import Flow, Step, adrive, drive, sleep
 
 if TYPE_CHECKING:
     from callwarden._decision import Decision

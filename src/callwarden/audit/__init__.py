@@ -50,7 +50,8 @@ that asked, or the one that ran on the approval), tool, agent, session, principa
 ``by`` (the reviewer or granter), ``comment`` and ``edited_args`` (redacted), rule, policy,
 ``scope`` (grants), ``expires`` and ``detail`` (why a use was refused).
 
-Replay (``callwarden replay``) re-decides the *recorded*, therefore redacted, arguments.
+Reading, replaying, explaining and summarizing logs is :mod:`callwarden.review`. Replay
+(``callwarden replay``) re-decides the *recorded*, therefore redacted, arguments.
 """
 
 from __future__ import annotations
@@ -72,10 +73,7 @@ from callwarden.audit._events import (
     outcome_event,
     outcome_line,
 )
-from callwarden.audit._explain import explain_event, explain_with_policy, find_decision
-from callwarden.audit._reader import EventReader, expand_rotated
 from callwarden.audit._redact import DEFAULT_SENSITIVE_KEYS, Redactor
-from callwarden.audit._replay import Change, ReplayReport, replay, replay_events
 from callwarden.audit._sinks import (
     CallableSink,
     JsonlSink,
@@ -84,7 +82,6 @@ from callwarden.audit._sinks import (
     StdoutSink,
     rotated_files,
 )
-from callwarden.audit._summary import AuditSummary, summarize, summarize_events
 
 if TYPE_CHECKING:
     from callwarden.audit._otel import OTelSink
@@ -96,33 +93,21 @@ __all__ = [
     "SCHEMA_VERSION",
     "AuditError",
     "AuditEvent",
-    "AuditSummary",
     "Auditor",
     "CallableSink",
-    "Change",
-    "EventReader",
     "JsonlSink",
     "OTelSink",
     "Redactor",
-    "ReplayReport",
     "SQLiteSink",
     "Sink",
     "StdoutSink",
     "approval_event",
     "decision_event",
     "decision_lines",
-    "expand_rotated",
-    "explain_event",
-    "explain_with_policy",
-    "find_decision",
     "load_schema",
     "outcome_event",
     "outcome_line",
-    "replay",
-    "replay_events",
     "rotated_files",
-    "summarize",
-    "summarize_events",
 ]
 
 

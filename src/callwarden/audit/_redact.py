@@ -19,7 +19,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from callwarden._call import FrozenDict
-from callwarden._detectors import (
+from callwarden.analysis.detectors import (
     DEFAULT_REPLACEMENT,
     DetectorSet,
     redact,

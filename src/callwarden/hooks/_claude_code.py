@@ -88,7 +88,7 @@ def pre_tool_use_output(decision: Decision, *, approve_allowed: bool = False) ->
 
     Uses the CLI's key ``continue`` (the Python SDK's ``continue_`` is translated to it).
     """
-    from callwarden.adapters._core import describe_refusal
+    from callwarden._enforce import describe_refusal
 
     effect = decision.effect
     specific: dict[str, Any] = {"hookEventName": EVENT}

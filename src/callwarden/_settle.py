@@ -1,0 +1,265 @@
+"""What the guard does with an ``ask`` decision: grant, resume, ask, wait, or pause.
+
+``resolve_ask`` returns a decision the guard then executes or refuses:
+
+1. a remembered grant covers the call → allow;
+2. ``approval_id`` given (resuming after a pause) → use that approval for this exact call, once;
+3. else a request is made; an approver, if given, answers it: approve → allow; deny → deny
+   with the reviewer's reason; edit → the edited arguments are a new call, and the whole policy
+   runs on them again (a deny rule still denies; an ``ask`` is satisfied by the edit);
+4. ``wait`` given → wait that long for someone to resolve it from elsewhere;
+5. otherwise → raise :class:`ApprovalPending` with the request id.
+
+Deny and halt rules never get here: the engine's strictest-wins combination has already
+decided those calls before anyone is asked. Limits are only checked at ask time (an exceeded
+budget denies before anyone is asked); an approved or granted call counts against them when
+the approval is used (``Engine.count_approved``), and is denied if a budget ran out meanwhile.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from callwarden._decision import Decision, Effect, Reason
+from callwarden._flow import Flow, Step, adrive, drive
+from callwarden.approvals._approvals import Approvals
+from callwarden.approvals._approvers import (
+    Approve,
+    Approver,
+    Deny,
+    aask_approver,
+    approver_name,
+    ask_approver,
+)
+from callwarden.approvals._errors import ApprovalError, ApprovalInvalid, ApprovalPending
+from callwarden.approvals._records import ApprovalRequest, Grant, Status, decision_digest
+from callwarden.exceptions import AuditError
+from callwarden.state._base import StoreUnavailable
+
+if TYPE_CHECKING:
+    from callwarden._guard import Guard
+
+__all__ = ["aresolve_ask", "resolve_ask"]
+
+
+def resolve_ask(guard: Guard, decision: Decision, *, approver: Approver | None = None,
+                wait: float | None = None, approval_id: str | None = None,
+                approvals: Approvals | None = None) -> Decision:
+    """Turns an ``ask`` decision into one the guard can act on (see the module docstring).
+
+    Args:
+        guard: The guard that decided; edited calls are checked again with it.
+        decision: The ``ask`` decision (any other decision is returned unchanged).
+        approver: A callback or :class:`TerminalApprover` to ask now.
+        wait: Seconds to wait for a resolution from another process.
+        approval_id: The request to use, when resuming a paused call.
+        approvals: Where requests live (default: ``guard.approvals``).
+
+    Raises:
+        ApprovalPending: nobody answered yet; carries ``request_id`` to resume with.
+    """
+    return drive(_resolve(guard, _approvals_of(guard, approvals), decision, approver, wait,
+                          approval_id))
+
+
+async def aresolve_ask(guard: Guard, decision: Decision, *, approver: Approver | None = None,
+                       wait: float | None = None, approval_id: str | None = None,
+                       approvals: Approvals | None = None) -> Decision:
+    """Async twin of :func:`resolve_ask`: the store, the approver and the re-check are awaited."""
+    return await adrive(_resolve(guard, _approvals_of(guard, approvals), decision, approver,
+                                 wait, approval_id))
+
+
+def _approvals_of(guard: Guard, approvals: Approvals | None) -> Approvals:
+    found = approvals if approvals is not None else getattr(guard, "approvals", None)
+    if not isinstance(found, Approvals):
+        raise TypeError("no approvals store: pass approvals=Approvals(store) or configure the "
+                        "policy's 'approvals:' section")
+    return found
+
+
+def _resolve(guard: Guard, approvals: Approvals, decision: Decision, approver: Approver | None,
+             wait: float | None, approval_id: str | None) -> Flow[Decision]:
+    if decision.effect is not Effect.ASK:
+        return decision
+    try:
+        return (yield from _decide(guard, approvals, decision, approver, wait, approval_id))
+    except StoreUnavailable as e:
+        return _denied(decision, "approval_store_unavailable",
+                       f"the approvals store is unavailable ({e}); failing closed")
+    except AuditError as e:  # audit is required and the transition could not be recorded
+        return _denied(decision, "audit_failed", f"{e}; failing closed")
+
+
+def _decide(guard: Guard, approvals: Approvals, decision: Decision, approver: Approver | None,
+            wait: float | None, approval_id: str | None) -> Flow[Decision]:
+    grant = yield from approvals._granted(decision)
+    if grant is not None:
+        return (yield from _counted(guard, _by_grant(decision, grant)))
+    if approval_id is not None:
+        return (yield from _resume(guard, approvals, decision, approver, wait, approval_id))
+    request = yield from approvals._request(decision)
+    return (yield from _ask(guard, approvals, decision, request, approver, wait))
+
+
+def _resume(guard: Guard, approvals: Approvals, decision: Decision, approver: Approver | None,
+            wait: float | None, approval_id: str) -> Flow[Decision]:
+    try:
+        request = yield from approvals._get(approval_id)
+    except ApprovalInvalid as e:
+        return _denied(decision, e.code, e.message)
+    if (request.status is Status.APPROVED and request.edited_args is not None
+            and decision_digest(decision) == request.digest):
+        # The paused call comes back as it was asked; the reviewer approved an edit of it.
+        return (yield from _run_edit(guard, approvals, decision, request))
+    return (yield from _use(guard, approvals, decision, approval_id, approver, wait))
+
+
+def _use(guard: Guard, approvals: Approvals, decision: Decision, request_id: str,
+         approver: Approver | None, wait: float | None) -> Flow[Decision]:
+    """Consumes an approval for this call and allows it, or says why not."""
+    try:
+        used = yield from approvals._consume(request_id, decision)
+    except ApprovalInvalid as e:
+        if e.code == "approval_expired" and approvals.on_expiry == "ask":
+            fresh = yield from approvals._request(decision)
+            return (yield from _ask(guard, approvals, decision, fresh, approver, wait))
+        return _denied(decision, e.code, e.message)
+    return (yield from _counted(guard, _approved(decision, used)))
+
+
+def _ask(guard: Guard, approvals: Approvals, decision: Decision, request: ApprovalRequest,
+         approver: Approver | None, wait: float | None) -> Flow[Decision]:
+    if approver is not None:
+        try:
+            answer = yield Step(ask_approver, aask_approver, (approver, request))
+        except Exception as e:
+            yield from _quietly(approvals._cancel(request.id))
+            return _denied(decision, "approver_error",
+                           f"the approver failed ({type(e).__name__}: {e}); the call was not run")
+        by = answer.by or approver_name(approver)
+        if isinstance(answer, Deny):
+            yield from _quietly(approvals._resolve(request.id, Status.DENIED, by, answer.reason,
+                                                   None))
+            return _denied(decision, "approval_denied",
+                           f"{by} denied it" + (f": {answer.reason}" if answer.reason else ""))
+        if isinstance(answer, Approve):
+            try:
+                yield from approvals._resolve(request.id, Status.APPROVED, by, answer.comment,
+                                              None)
+            except ApprovalError as e:
+                yield from _quietly(approvals._cancel(request.id))
+                return _denied(decision, e.code, e.message)
+            return (yield from _use(guard, approvals, decision, request.id, None, None))
+        # Edit
+        if answer.tool is not None and answer.tool != request.tool:
+            text = (f"{by} tried to turn the call to '{request.tool}' into a call to "
+                    f"'{answer.tool}'; an edit may change arguments, never the tool")
+            yield from _quietly(approvals._resolve(request.id, Status.DENIED, by, text, None))
+            return _denied(decision, "approval_edit_renames_tool", text)
+        try:
+            edited = yield from approvals._resolve(request.id, Status.APPROVED, by,
+                                                   answer.comment, answer.args)
+        except (ApprovalError, TypeError, ValueError) as e:
+            yield from _quietly(approvals._cancel(request.id))
+            code, text = (e.code, e.message) if isinstance(e, ApprovalError) else \
+                ("approval_edit_invalid", str(e))
+            return _denied(decision, code, text)
+        return (yield from _run_edit(guard, approvals, decision, edited))
+
+    if wait is not None:
+        request = yield from approvals._wait(request.id, wait)
+        if request.status is Status.APPROVED and request.edited_args is not None:
+            return (yield from _run_edit(guard, approvals, decision, request))
+        if request.status is not Status.PENDING:
+            return (yield from _use(guard, approvals, decision, request.id, None, None))
+    raise ApprovalPending(decision, request.id)
+
+
+def _run_edit(guard: Guard, approvals: Approvals, decision: Decision,
+              request: ApprovalRequest) -> Flow[Decision]:
+    """Evaluates the edited call with the whole policy, then runs it on the same approval."""
+    call = decision.call
+    kwargs: dict[str, Any] = {
+        "call_id": call.call_id, "agent": call.agent, "session": call.session,
+        "principal": call.principal, "framework": call.framework,
+        "context": call.context or None,
+    }
+    edited = yield Step(guard.check, guard.acheck, (call.tool, request.edited_args), kwargs)
+    by = request.resolved_by or "the reviewer"
+    if not edited.effect.allows and edited.effect is not Effect.ASK:
+        # A deny or halt rule catches the edited call: it does not run, and the approval dies.
+        yield from _quietly(approvals._cancel(request.id))
+        note = Reason("approval_edit_refused",
+                      f"{by} approved edited arguments, and the policy refused the edited call",
+                      edited.rule)
+        return decision._replace(
+            effect=edited.effect, args=decision.args, reasons=(*edited.reasons, note),
+            rule=edited.rule, source=edited.source, matched=edited.matched,
+            message=edited.message)
+    try:
+        used = yield from approvals._consume(request.id, edited)
+    except ApprovalInvalid as e:
+        return _denied(decision, e.code, e.message)
+    if edited.effect is Effect.ASK:
+        # An allowed edit was counted by its check; an asked one counts now that it runs.
+        counted = yield from _counted(guard, edited)
+        if counted.effect is not edited.effect:  # refused: a budget ran out, or the store
+            return decision._replace(
+                effect=counted.effect, args=decision.args, reasons=counted.reasons,
+                rule=counted.rule, source=counted.source, matched=counted.matched,
+                message=counted.message)
+    # An `ask` on the edited call is satisfied by the same reviewer's edit.
+    args = edited.args if edited.effect.allows else edited.call.args
+    text = f"approved by {used.resolved_by} with edited arguments" + _said(used.comment)
+    return decision._replace(
+        effect=Effect.MODIFY, args=args,
+        reasons=(Reason("approved_with_edit", text, decision.rule), *edited.reasons),
+        matched=(*decision.matched, *edited.matched),
+        message=f"The call to '{call.tool}' was approved with edited arguments by "
+                f"{used.resolved_by}.")
+
+
+def _counted(guard: Guard, decision: Decision) -> Flow[Decision]:
+    """Counts an approved call against its limits: the decision, or a refusal."""
+    count = getattr(guard, "_count_approved", None)
+    if count is None:  # a guard-like object without limits
+        return decision
+    counted: Decision = yield Step(count, guard._acount_approved, (decision,))
+    return counted
+
+
+def _approved(decision: Decision, request: ApprovalRequest) -> Decision:
+    text = f"approved by {request.resolved_by} (request {request.id})" + _said(request.comment)
+    return decision._replace(effect=Effect.ALLOW,
+                             reasons=(Reason("approved", text, decision.rule), *decision.reasons),
+                             message="")
+
+
+def _by_grant(decision: Decision, grant: Grant) -> Decision:
+    bound = {"session": f" in session {grant.session}", "agent": f" for agent {grant.agent}"}
+    text = (f"pre-approved by {grant.by} for '{grant.tool}'{bound.get(grant.scope.value, '')}"
+            f" (grant {grant.id})")
+    return decision._replace(effect=Effect.ALLOW,
+                             reasons=(Reason("approval_remembered", text, decision.rule),
+                                      *decision.reasons),
+                             message="")
+
+
+def _denied(decision: Decision, code: str, text: str) -> Decision:
+    return decision._replace(
+        effect=Effect.DENY, reasons=(Reason(code, text, decision.rule), *decision.reasons),
+        message=f"The call to '{decision.call.tool}' was not approved: {text}. Do not retry "
+                "the same call; choose another way to reach the goal or ask the user.")
+
+
+def _said(comment: str | None) -> str:
+    return f": {comment}" if comment else ""
+
+
+def _quietly(flow: Flow[Any]) -> Flow[None]:
+    """Runs a bookkeeping flow whose failure must not change the outcome (it fails closed)."""
+    try:
+        yield from flow
+    except Exception:  # the call is refused either way
+        return

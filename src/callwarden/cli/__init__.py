@@ -1,0 +1,300 @@
+"""The ``callwarden`` command line: check, lint, test, demo, replay, explain, audit summary.
+
+Exit codes (``check``): 0 allowed (allow or modify), 10 denied, 11 needs approval (ask),
+12 halted; every command: 2 for a usage error or an invalid policy, 1 for failed policy tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO, cast
+
+from callwarden._decision import Decision, Effect
+from callwarden.exceptions import PolicyError
+
+__all__ = ["EXIT_CODES", "main"]
+
+EXIT_OK = 0
+EXIT_TESTS_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CODES = {Effect.ALLOW: 0, Effect.MODIFY: 0, Effect.DENY: 10, Effect.ASK: 11, Effect.HALT: 12}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse exits 2 too; keep its usage text
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="callwarden", description=__doc__.split("\n")[0],
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     epilog="exit codes: 0 allowed, 10 denied, 11 ask, 12 halted, "
+                            "1 policy tests failed, 2 usage or policy error")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    check = sub.add_parser("check", help="decide one call and explain the decision")
+    check.add_argument("--policy", "-p", required=True, type=Path, help="policy file")
+    check.add_argument("--tool", "-t", required=True, help="tool name")
+    check.add_argument("--args", "-a", default="{}", help="tool arguments as a JSON object")
+    check.add_argument("--agent")
+    check.add_argument("--session")
+    check.add_argument("--principal")
+    check.add_argument("--framework")
+    check.add_argument("--context", default=None, help="call context as a JSON object")
+    check.add_argument("--json", action="store_true", help="print the decision as JSON")
+
+    lint = sub.add_parser("lint", help="validate policy files and report every problem")
+    lint.add_argument("files", nargs="+", type=Path)
+
+    test = sub.add_parser("test", help="run policy tests (test files, and inline examples "
+                          "of a policy and of the policies it extends)")
+    test.add_argument("files", nargs="+", type=Path)
+    test.add_argument("--verbose", "-v", action="store_true", help="list passing cases too")
+
+    init = sub.add_parser("init", help="write a starter policy that extends callwarden:recommended")
+    init.add_argument("path", nargs="?", type=Path, default=Path("policy.yaml"))
+
+    demo = sub.add_parser("demo", help="run a scripted agent's calls through an example policy")
+    demo.add_argument("--policy", "-p", type=Path, default=None,
+                      help="policy file (default: the bundled example)")
+
+    hook = sub.add_parser("hook", help="be a coding agent's pre-tool hook: read its hook JSON "
+                                       "on stdin, print its decision JSON")
+    from callwarden.hooks import HOOK_DIALECTS
+
+    hook.add_argument("agent", choices=HOOK_DIALECTS,
+                      help="whose hook format to speak")
+    hook.add_argument("--policy", "-p", default=None,
+                      help="policy file (default: $CALLWARDEN_POLICY)")
+
+    from callwarden.cli.approvals import add_approvals_parser
+
+    add_approvals_parser(sub)
+
+    from callwarden.cli.review import add_commands
+
+    add_commands(sub)  # replay, explain, audit summary: each sets its own handler
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the CLI; returns the exit code."""
+    args = _parser().parse_args(argv)
+    handler = getattr(args, "handler", None) or {
+        "check": _check, "lint": _lint, "test": _test, "demo": _demo, "approvals": _approvals,
+        "init": _init, "hook": _hook,
+    }[args.command]
+    out = _PipeSafe(sys.stdout)
+    try:
+        code = handler(args, cast(TextIO, out))
+    except PolicyError as e:
+        for problem in e.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        code = EXIT_USAGE
+    out.flush()
+    return code
+
+
+class _PipeSafe:
+    """Stdout that goes quiet when its reader leaves (``callwarden check ... | head -1``).
+
+    The command still finishes and returns its own exit code (the decision's, for ``check``)
+    instead of a BrokenPipeError traceback and exit 1.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._closed = False
+
+    def write(self, text: str) -> int:
+        if not self._closed:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._close()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._close()
+
+    def _close(self) -> None:
+        self._closed = True
+        # Point the descriptor at /dev/null so the interpreter's own flush at exit is quiet.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
+    """Parses an option's JSON object, or prints why not and returns None."""
+    try:
+        value = json.loads(text) if text is not None else {}
+    except ValueError as e:
+        print(f"error: {option} must be JSON: {e}", file=sys.stderr)
+        return None
+    if not isinstance(value, dict):
+        print(f"error: {option} must be a JSON object such as '{{\"path\": \"README.md\"}}', "
+              f"not {type(value).__name__} {text}", file=sys.stderr)
+        return None
+    return value
+
+
+def _check(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden._guard import Guard
+
+    call_args = _json_object(args.args, "--args")
+    context = _json_object(args.context, "--context") if args.context is not None else None
+    if call_args is None or (args.context is not None and context is None):
+        return EXIT_USAGE
+    guard = Guard.from_file(args.policy, audit=False)  # a what-if: not a call to record
+    decision = guard.check(args.tool, call_args, agent=args.agent, session=args.session,
+                           principal=args.principal, framework=args.framework, context=context)
+    if args.json:
+        print(json.dumps(decision.to_dict(), indent=2), file=out)
+    else:
+        print(explain(decision), file=out)
+    return EXIT_CODES[decision.effect]
+
+
+def explain(decision: Decision) -> str:
+    """Renders a decision for people: effect, deciding rule and line, reasons, other matches."""
+    where = f" ({decision.source})" if decision.source else ""
+    lines = [f"{decision.effect.value.upper()}  {decision.call.tool}  by rule "
+             f"'{decision.rule}'{where}"]
+    if decision.would_effect is not None:
+        lines.append(f"  would be: {decision.would_effect.value} in enforce mode "
+                     f"(mode: {decision.mode.value})")
+    if decision.message:
+        lines.append(f"  message: {decision.message}")
+    for reason in decision.reasons:
+        lines.append(f"  reason: [{reason.code}] {reason.message}")
+    others = [m for m in decision.matched if m.rule != decision.rule]
+    if others:
+        lines.append("  also matched:")
+        for m in others:
+            note = f", {m.mode.value}" if m.mode.value != "enforce" else ""
+            lines.append(f"    - {m.rule} ({m.source or 'python'}): {m.effect.value}{note}"
+                         f" [{m.code}] {m.detail}")
+    if decision.effect is Effect.MODIFY:
+        lines.append(f"  effective args: {json.dumps(decision.to_dict()['args'])}")
+    lines.append(f"  decision {decision.decision_id} in {decision.elapsed * 1e6:.0f} µs"
+                 f" · policy {decision.policy}")
+    return "\n".join(lines)
+
+
+def _lint(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.policyfile.compile import load_policy_file
+
+    failed = 0
+    for path in args.files:
+        try:
+            engine = load_policy_file(path, audit=False)
+        except PolicyError as e:
+            failed += 1
+            for problem in e.problems:
+                print(f"{problem}", file=out)
+            continue
+        print(f"{path}: ok ({len(engine.rules)} rules)", file=out)
+    return EXIT_USAGE if failed else EXIT_OK
+
+
+def _test(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.policyfile.examples import CaseResult, run_inline_examples, run_test_file
+    from callwarden.policyfile.yamlsrc import load_yaml, read_source
+
+    results: list[CaseResult] = []
+    errors = 0
+    for path in args.files:
+        try:
+            data, _ = load_yaml(read_source(path, "test file"), str(path), collect=True)
+            # A test file names its policy; a policy file has a version. `cases` alone (or a
+            # typo next to `policy`) is still a test file, so its errors speak of test files.
+            if isinstance(data, dict) and "version" not in data \
+                    and ("cases" in data or "policy" in data):
+                _, found = run_test_file(path)
+            else:
+                found = run_inline_examples(path)
+        except PolicyError as e:
+            errors += 1
+            for problem in e.problems:
+                print(f"error: {problem}", file=out)
+            continue
+        results.extend(found)
+    for r in results:
+        if not r.passed or args.verbose:
+            status = "PASS" if r.passed else "FAIL"
+            print(f"{status} {r.where or ''} {r.name}: expected {r.expected}, got {r.actual}"
+                  f" (rule {r.rule}{': ' + r.detail if r.detail and not r.passed else ''})",
+                  file=out)
+    failed = sum(not r.passed for r in results)
+    print(f"{len(results) - failed} passed, {failed} failed", file=out)
+    if errors:
+        return EXIT_USAGE
+    return EXIT_TESTS_FAILED if failed else EXIT_OK
+
+
+def _hook(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.hooks import run_hook
+
+    # Fails closed inside: every error becomes the agent's "block" reply, never a traceback.
+    return run_hook(args.agent, args.policy, sys.stdin, out, sys.stderr)
+
+
+def _approvals(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.cli.approvals import run_approvals
+
+    return run_approvals(args, out)
+
+
+_STARTER = """\
+# callwarden policy. Check a call:  callwarden check -p {name} -t Bash -a '{{"command": "ls"}}'
+version: 1
+extends: callwarden:recommended   # destructive commands, credentials, exfiltration, ...
+default: allow
+# workspace: {{root: ., home: ~}} # where relative paths and ~ point (default: cwd and $HOME)
+
+rules: []
+  # - id: no-prod-deploys
+  #   match: {{tool: deploy}}
+  #   args: {{env: prod}}
+  #   effect: deny
+  #   message: Deploy to staging instead.
+"""
+
+
+def _init(args: argparse.Namespace, out: TextIO) -> int:
+    path: Path = args.path
+    if path.exists():
+        print(f"error: {path} exists; not overwriting it", file=sys.stderr)
+        return EXIT_USAGE
+    path.write_text(_STARTER.format(name=path.name), encoding="utf-8")
+    print(f"wrote {path} (extends callwarden:recommended); try: callwarden test {path}"
+          " (runs the baseline's examples)", file=out)
+    return EXIT_OK
+
+
+def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.cli.demo import run_demo
+
+    return run_demo(args.policy, out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,227 @@
+"""``callwarden approvals list | show | approve | deny | cancel | grants | revoke``.
+
+Works against the store the guard uses, named by ``--state URL`` or read from ``--policy FILE``
+(``approvals.state``, else ``state``; default ``sqlite:///.callwarden/state.db``). Exit codes:
+0 done, 1 refused (not found, not allowed, already resolved), 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["add_approvals_parser", "run_approvals"]
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+
+
+def add_approvals_parser(sub: Any) -> None:
+    """Adds the ``approvals`` command group to the CLI's subparsers."""
+    group = sub.add_parser("approvals", help="list and resolve approval requests",
+                           description=__doc__.split("\n\n")[1].replace("``", "") if __doc__ else None)
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--state", help="state store URL (sqlite:///p.db, redis://host:6379/0)")
+    where.add_argument("--policy", "-p", type=Path, help="policy file naming the store")
+    # The same parser class as the rest of the CLI, so usage errors exit 2 the same way.
+    actions = group.add_subparsers(dest="action", required=True, parser_class=type(group))
+    listing = actions.add_parser("list", parents=[where], help="list requests")
+    listing.add_argument("--status", choices=["pending", "approved", "denied", "expired",
+                                              "cancelled", "consumed"])
+    listing.add_argument("--json", action="store_true")
+    show = actions.add_parser("show", parents=[where], help="show one request")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true")
+    approve = actions.add_parser("approve", parents=[where], help="approve a pending request")
+    approve.add_argument("id")
+    approve.add_argument("--by", help="who approves (default: your login name)")
+    approve.add_argument("--edit", help="approve these arguments instead (a JSON object)")
+    approve.add_argument("--comment")
+    deny = actions.add_parser("deny", parents=[where], help="deny a pending request")
+    deny.add_argument("id")
+    deny.add_argument("--reason", required=True, help="shown to the agent")
+    deny.add_argument("--by", help="who denies (default: your login name)")
+    cancel = actions.add_parser("cancel", parents=[where], help="withdraw a request")
+    cancel.add_argument("id")
+    grants = actions.add_parser("grants", parents=[where], help="list remembered approvals")
+    grants.add_argument("--all", action="store_true", help="include revoked and expired ones")
+    grants.add_argument("--json", action="store_true")
+    revoke = actions.add_parser("revoke", parents=[where], help="revoke a remembered approval")
+    revoke.add_argument("id")
+
+
+def run_approvals(args: argparse.Namespace, out: TextIO) -> int:
+    """Runs one ``approvals`` action; returns the exit code."""
+    from callwarden.approvals._errors import ApprovalError
+    from callwarden.conditions.base import ConfigError
+    from callwarden.state import StoreUnavailable
+
+    try:
+        approvals = _open(args)
+    except (ConfigError, ValueError, ImportError, OSError) as e:
+        hint = f" ({e.hint})" if isinstance(e, ConfigError) and e.hint else ""
+        key = f"approvals.{e.key}: " if isinstance(e, ConfigError) and e.key else ""
+        print(f"error: {key}{e}{hint}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _ACTIONS[args.action](approvals, args, out)
+    except ApprovalError as e:
+        print(f"error: {e.message} [{e.code}]", file=sys.stderr)
+        return EXIT_REFUSED
+    except StoreUnavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    finally:
+        approvals.store.close()
+        if approvals.auditor is not None:
+            approvals.auditor.close()  # flushes: the transition is on record before we exit
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from callwarden.approvals._approvals import Approvals
+    from callwarden.approvals._config import DEFAULT_STATE_URL, state_url_from_policy
+    from callwarden.state import open_store
+
+    section: Mapping[str, Any] | None = None
+    if args.state:
+        url = args.state
+    elif args.policy:
+        url, section = state_url_from_policy(args.policy)
+    else:
+        url = DEFAULT_STATE_URL
+    if url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///"):].partition("?")[0])
+        path.parent.mkdir(parents=True, exist_ok=True)
+    approvals = Approvals.from_config(section, open_store(url))
+    if args.policy and not args.state:
+        approvals.auditor = _policy_auditor(args.policy)
+    return approvals
+
+
+def _policy_auditor(path: Path) -> Any:
+    """The policy's own audit sinks, so a transition made here lands in the same log."""
+    import yaml
+
+    from callwarden.audit import Auditor
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    section = data.get("audit") if isinstance(data, Mapping) else None
+    if section is None:
+        return None
+    return Auditor.from_config(section, base_dir=path.parent)
+
+
+def _list(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
+    requests = approvals.list(args.status)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in requests], indent=2), file=out)
+        return EXIT_OK
+    if not requests:
+        print("no approval requests" + (f" with status {args.status}" if args.status else ""),
+              file=out)
+        return EXIT_OK
+    now = approvals.clock()
+    for r in requests:
+        args_text = json.dumps(r.args, ensure_ascii=False)
+        if len(args_text) > 60:
+            args_text = args_text[:57] + "..."
+        print(f"{r.id}  {r.status.value:<9}  {r.tool}  {args_text}  by {r.requested_by or '-'}"
+              f"  rule {r.rule or '-'}  {_age(now - r.created)} ago", file=out)
+    return EXIT_OK
+
+
+def _show(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
+    request = approvals.get(args.id)
+    if args.json:
+        print(json.dumps(request.to_dict(), indent=2), file=out)
+        return EXIT_OK
+    from callwarden.approvals._approvers import describe
+
+    print(describe(request).strip("\n"), file=out)
+    print(f"  status:  {request.status.value}", file=out)
+    if request.resolved_by:
+        print(f"  by:      {request.resolved_by} at {_iso(request.resolved_at)}", file=out)
+    if request.comment:
+        print(f"  comment: {request.comment}", file=out)
+    if request.edited_args is not None:
+        print(f"  edited:  {json.dumps(request.edited_args, ensure_ascii=False)}", file=out)
+    return EXIT_OK
+
+
+def _approve(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
+    edit = None
+    if args.edit is not None:
+        try:
+            edit = json.loads(args.edit)
+        except ValueError as e:
+            print(f"error: --edit must be a JSON object: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        if not isinstance(edit, dict):
+            print("error: --edit must be a JSON object, e.g. '{\"env\": \"staging\"}'",
+                  file=sys.stderr)
+            return EXIT_USAGE
+    request = approvals.approve(args.id, by=args.by or _login(), edit=edit, comment=args.comment)
+    note = " with edited arguments" if edit is not None else ""
+    print(f"approved {request.id}{note} by {request.resolved_by}", file=out)
+    return EXIT_OK
+
+
+def _deny(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
+    request = approvals.deny(args.id, by=args.by or _login(), reason=args.reason)
+    print(f"denied {request.id} by {request.resolved_by}: {request.comment}", file=out)
+    return EXIT_OK
+
+
+def _cancel(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
+    request = approvals.cancel(args.id)
+    print(f"cancelled {request.id}", file=out)
+    return EXIT_OK
+
+
+def _grants(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
+    grants = approvals.grants(include_inactive=args.all)
+    if args.json:
+        print(json.dumps([g.to_dict() for g in grants], indent=2), file=out)
+        return EXIT_OK
+    if not grants:
+        print("no remembered approvals", file=out)
+    for g in grants:
+        bound = g.session or g.agent or "*"
+        print(f"{g.id}  {g.status.value:<7}  {g.scope.value}={bound}  tool {g.tool}  by {g.by}"
+              f"  until {_iso(g.expires)}", file=out)
+    return EXIT_OK
+
+
+def _revoke(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
+    grant = approvals.revoke(args.id)
+    print(f"revoked {grant.id}", file=out)
+    return EXIT_OK
+
+
+_ACTIONS = {"list": _list, "show": _show, "approve": _approve, "deny": _deny,
+            "cancel": _cancel, "grants": _grants, "revoke": _revoke}
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def _iso(t: float | None) -> str:
+    return "-" if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name (a container): the caller must say --by
+        return "unknown"

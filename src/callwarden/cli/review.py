@@ -1,0 +1,152 @@
+"""The audit commands of the CLI: ``replay``, ``explain`` and ``audit summary``.
+
+Exit codes: 0 done; 1 ``replay`` saw a ``--fail-on`` transition, or ``explain`` found no such
+decision; 2 usage error, invalid policy or unreadable log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["add_commands"]
+
+EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+
+
+def add_commands(sub: Any) -> None:
+    """Registers the audit subcommands on the CLI's subparsers (``handler`` default set)."""
+    replay = sub.add_parser("replay", help="re-decide a recorded audit log with a new policy")
+    replay.add_argument("--policy", "-p", required=True, type=Path, help="the new policy file")
+    replay.add_argument("logs", nargs="+", type=Path, metavar="AUDIT.jsonl",
+                        help="JSONL audit logs, replayed in the given order")
+    replay.add_argument("--rotated", action="store_true",
+                        help="also read each log's rotated pieces, oldest first")
+    replay.add_argument("--fail-on", default="", metavar="TRANSITIONS",
+                        help="comma-separated transitions that make the command fail, e.g. "
+                             "allow-to-deny,deny-to-allow, *-to-halt or any")
+    replay.add_argument("--show", type=int, default=20, metavar="N",
+                        help="list the first N changed calls (default 20)")
+    replay.add_argument("--json", action="store_true", help="print the report as JSON")
+    replay.add_argument("--progress", action="store_true",
+                        help="show progress on stderr even when it is not a terminal")
+    replay.set_defaults(handler=_replay)
+
+    explain = sub.add_parser("explain", help="explain a recorded decision")
+    explain.add_argument("decision_id")
+    explain.add_argument("logs", nargs="+", type=Path, metavar="AUDIT.jsonl")
+    explain.add_argument("--policy", "-p", type=Path, default=None,
+                         help="also re-evaluate the call with this policy, rule by rule")
+    explain.add_argument("--json", action="store_true", help="print the recorded events as JSON")
+    explain.set_defaults(handler=_explain)
+
+    audit = sub.add_parser("audit", help="audit log tools")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True,
+                                     parser_class=type(audit))
+    summary = audit_sub.add_parser("summary", help="decisions per effect, tool, rule, agent; "
+                                                   "top denied calls; latency percentiles")
+    summary.add_argument("logs", nargs="+", type=Path, metavar="AUDIT.jsonl")
+    summary.add_argument("--rotated", action="store_true",
+                         help="also read each log's rotated pieces, oldest first")
+    summary.add_argument("--top", type=int, default=10, help="entries per table (default 10)")
+    summary.add_argument("--json", action="store_true", help="print the summary as JSON")
+    summary.set_defaults(handler=_summary)
+
+
+def _paths(args: argparse.Namespace) -> list[Path] | None:
+    from callwarden.review.reader import expand_rotated
+
+    paths = expand_rotated(args.logs) if getattr(args, "rotated", False) else list(args.logs)
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        print(f"error: no such audit log: {missing[0]}", file=sys.stderr)
+        return None
+    return paths
+
+
+def _progress_printer(stream: TextIO) -> Callable[[int, int], None]:
+    started = time.monotonic()
+    last = [0.0]
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.5 and done < total:
+            return
+        last[0] = now
+        share = 100 * done / total if total else 100.0
+        rate = done / (now - started) / 1e6 if now > started else 0.0
+        stream.write(f"\rreplay: {share:5.1f}%  {done / 1e6:,.1f} of {total / 1e6:,.1f} MB"
+                     f"  ({rate:,.1f} MB/s)")
+        if done >= total:
+            stream.write("\n")
+        stream.flush()
+
+    return show
+
+
+def _replay(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.review.replay import parse_transition, replay
+
+    specs = [s for s in args.fail_on.split(",") if s.strip()]
+    try:
+        for spec in specs:
+            parse_transition(spec)
+    except ValueError as e:
+        print(f"error: --fail-on: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    paths = _paths(args)
+    if paths is None:
+        return EXIT_USAGE
+    progress = None
+    if args.progress or sys.stderr.isatty():
+        progress = _progress_printer(sys.stderr)
+    report = replay(args.policy, paths, show=max(0, args.show), on_progress=progress)
+    failing = report.failing(specs)
+    if args.json:
+        print(json.dumps({**report.to_dict(), "failed_on": failing}, indent=2), file=out)
+    else:
+        print(report.format(), file=out)
+        if failing:
+            print(f"FAIL: {', '.join(failing)} occurred", file=out)
+    return EXIT_FOUND if failing else EXIT_OK
+
+
+def _explain(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.review.explain import explain_event, explain_with_policy, find_decision
+
+    paths = _paths(args)
+    if paths is None:
+        return EXIT_USAGE
+    event, outcomes = find_decision(args.decision_id, paths)
+    if event is None:
+        print(f"error: no decision {args.decision_id!r} in {', '.join(map(str, paths))}",
+              file=sys.stderr)
+        return EXIT_FOUND
+    if args.json:
+        print(json.dumps({"decision": event, "outcomes": outcomes}, indent=2), file=out)
+        return EXIT_OK
+    print(explain_event(event, outcomes), file=out)
+    if args.policy is not None:
+        from callwarden._guard import Guard
+
+        print(explain_with_policy(event, Guard.from_file(args.policy, audit=False)), file=out)
+    return EXIT_OK
+
+
+def _summary(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.review.summary import summarize
+
+    paths = _paths(args)
+    if paths is None:
+        return EXIT_USAGE
+    summary = summarize(paths)
+    if args.json:
+        print(json.dumps(summary.to_dict(args.top), indent=2), file=out)
+    else:
+        print(summary.format(args.top), file=out)
+    return EXIT_OK

@@ -1,0 +1,429 @@
+"""CEL ``if:`` conditions: a Common Expression Language expression over the call.
+
+Compiled once with the Rust-backed ``cel`` package (``common-expression-language``). Turning
+Python values into CEL values costs far more than evaluating a small expression, so the
+expression is analysed when it is compiled and each call converts only what it reads:
+
+- only the variables the expression references are passed;
+- when a map variable is only ever read as ``args.name`` / ``args["name"]`` (or ``has(...)`` of
+  that), only those top-level keys are passed, so huge arguments the expression never touches
+  are never walked;
+- a named list used only as ``x in lists.name`` is passed as the few of its items that could
+  possibly be tested (the strings present in the call and the expression's string literals),
+  so a list of 100,000 contacts costs no more than a list of ten.
+
+Anything the analysis is unsure about falls back to passing the whole value: slower, never
+different.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import PurePath
+from typing import Any, NamedTuple
+
+from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
+
+__all__ = ["CelCondition", "CelError"]
+
+VARIABLES = ("tool", "args", "agent", "session", "principal", "context", "kind", "lists",
+             "history")
+_MAP_VARIABLES = frozenset({"args", "context", "lists", "history"})
+# Type names are identifiers in CEL (``type(x) == int``), not variables of ours.
+_TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
+                         "null_type", "type", "dyn"})
+# Functions that cannot build a string that is neither in the call nor a literal; any other
+# call (``string(x)``, custom functions) or a ``+`` disables list narrowing.
+_NON_STRING_FUNCS = frozenset({"size", "has", "all", "exists", "exists_one", "filter", "map",
+                               "contains", "startsWith", "endsWith", "matches", "int", "uint",
+                               "double", "bool", "type", "dyn"})
+# Tokens that may follow ``lists.name`` when it is the whole right operand of ``in``: they bind
+# looser than ``in`` (or close a group), so ``x in lists.a == y`` is ``(x in lists.a) == y``.
+_AFTER_IN_OPERAND = frozenset({None, ")", "]", "}", ",", "&&", "||", "?", ":", "==", "!=", "<",
+                               "<=", ">", ">=", "in"})
+_EMPTY_HISTORY: Mapping[str, Any] = {"count": 0, "tools": {}, "attempts": {}, "effects": {},
+                                     "tool_effects": {}, "last_time_by_tool": {}}
+_MAX_WALK_DEPTH = 100
+_HINT = ("CEL looks like: args.amount > 100 && tool.startsWith(\"mcp__pay\"); quote the whole "
+         "expression in YAML; variables: " + ", ".join(VARIABLES))
+
+# The CEL lexer, enough to find identifiers outside string literals. Raw strings (r"...") keep
+# backslashes literally, so they are matched before the escaped forms.
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+|//[^\n]*)
+    |(?P<str>(?:[rR][bB]?|[bB][rR])(?:\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|"[^"\n]*"|'[^'\n]*')
+        |[bB]?(?:\"\"\"(?:[^\\]|\\[\s\S])*?\"\"\"|'''(?:[^\\]|\\[\s\S])*?'''
+                 |"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'))
+    |(?P<num>0[xX][0-9a-fA-F]+[uU]?|(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+(?:[eE][+-]?\d+|[uU])?)
+    |(?P<id>[A-Za-z_][A-Za-z0-9_]*)
+    |(?P<op>==|!=|<=|>=|&&|\|\||[-+*/%!<>?:.,\[\](){}])
+    """,
+    re.VERBOSE,
+)
+
+
+class CelError(RuntimeError):
+    """A CEL condition could not be evaluated for a call (missing key, type mismatch, ...).
+
+    The engine turns it into the rule's ``on_error`` effect (deny by default, reason code
+    ``policy_error``). ``expression`` is the condition's source.
+    """
+
+    code = "policy_error"
+
+    def __init__(self, message: str, *, expression: str) -> None:
+        self.expression = expression
+        super().__init__(message)
+
+
+class _Token(NamedTuple):
+    kind: str
+    text: str
+
+
+class _Plan(NamedTuple):
+    """What the expression reads, found when it is compiled."""
+
+    keys: dict[str, frozenset[str] | None]  # variable -> top-level keys read, None = all
+    membership: frozenset[str]  # lists used only as ``x in lists.name``
+    literals: frozenset[str]  # the expression's string literals
+    bound: frozenset[str]  # names bound by comprehensions (``r`` in ``.all(r, ...)``)
+
+
+@register_condition("if")
+class CelCondition:
+    """``if: <CEL expression>``: holds when the expression evaluates to ``true``.
+
+    Variables: ``tool`` (string), ``args`` (map), ``agent``, ``session``, ``principal`` (string
+    or null), ``context`` (map the caller passed), ``kind`` (the tool profile's kind),
+    ``lists`` (the policy's named lists, ``x in lists.contacts``) and ``history`` (map from
+    the engine, ``{count: 0, tools: {}}`` when none is given).
+
+    Errors never allow silently: a missing key (``args.nope``), a type mismatch
+    (``args.name > 1``), a failed conversion or a result that is not a bool raise
+    :class:`CelError`, which the engine turns into the rule's ``on_error`` (deny by default).
+    Guard optional keys with ``has(args.force) && args.force``. As in every CEL
+    implementation, ``&&`` and ``||`` absorb an error when the other side decides
+    (``true || args.nope`` is ``true``). Numbers compare across int and double
+    (``args.amount > 100`` holds for 150.5). Note that the Rust implementation's ``size()``
+    of a string counts UTF-8 bytes, not code points.
+
+    Raises:
+        ConfigError: when the expression is not a string, does not parse, reads an unknown
+            variable or names a list the policy does not declare.
+
+    Attributes:
+        expression: the CEL source.
+    """
+
+    __slots__ = ("_getters", "_hit", "_lists", "_member_lists", "_program", "expression")
+
+    def __init__(self, config: Any, env: CompileEnv) -> None:
+        if not isinstance(config, str) or not config.strip():
+            raise ConfigError(
+                f"'if' must be a CEL expression string, not {type(config).__name__} {config!r:.60}",
+                hint=_HINT,
+            )
+        cel = _import_cel()
+        self.expression = config
+        try:
+            self._program = cel.compile(config)
+        except Exception as e:  # the bindings raise ValueError; anything else is as fatal
+            raise ConfigError(f"invalid CEL expression: {e}", hint=_HINT) from e
+        tokens = _tokenize(config)
+        referenced = set(self._program.variables())
+        plan = _plan(tokens, referenced, cel)
+        unknown = sorted(referenced - set(VARIABLES) - _TYPE_NAMES - plan.bound)
+        if unknown and tokens is not None:
+            raise ConfigError(
+                f"CEL expression uses unknown variable(s) {', '.join(unknown)}",
+                hint=f"available variables: {', '.join(VARIABLES)}",
+            )
+        lists = _cel_lists(env.lists)
+        list_keys = plan.keys.get("lists")
+        for name in sorted(list_keys or ()):
+            if name not in lists:
+                known = ", ".join(sorted(lists)) or "none are defined"
+                raise ConfigError(
+                    f"CEL expression uses unknown list 'lists.{name}'",
+                    hint=f"declare it under 'lists:' in the policy (known lists: {known})",
+                )
+        self._hit = Hit(detail=f"if: {config.strip()[:200]}", code="condition")
+        self._getters = tuple(
+            (name, _getter(name, plan.keys[name])) for name in VARIABLES
+            if name in plan.keys and name != "lists"
+        )
+        # Named lists are converted to CEL-ready tuples once; only membership-narrowed lists
+        # are (cheaply) rebuilt per call.
+        self._lists: dict[str, tuple[str, ...]] | None = None
+        self._member_lists: tuple[tuple[str, frozenset[str], tuple[str, ...]], ...] = ()
+        if "lists" in plan.keys:
+            names = sorted(lists) if list_keys is None else sorted(list_keys)
+            self._lists = {n: lists[n][0] for n in names if n not in plan.membership}
+            # Strings that need no call to exist: literals, and the items of lists passed whole.
+            static = set(plan.literals).union(*(lists[n][1] for n in self._lists))
+            self._member_lists = tuple(
+                (n, lists[n][1], tuple(static & lists[n][1])) for n in sorted(plan.membership)
+            )
+
+    @property
+    def uses_history(self) -> bool:
+        """True when the expression reads ``history`` (the engine then loads the session's)."""
+        return any(name == "history" for name, _ in self._getters)
+
+    def __call__(self, subject: Subject) -> Hit | None:
+        """Returns the Hit when the expression is true, None when false.
+
+        Raises:
+            CelError: when evaluation fails or the result is not a bool.
+        """
+        activation = {name: get(subject) for name, get in self._getters}
+        if self._lists is not None:
+            activation["lists"] = self._lists_for(activation)
+        try:
+            result = self._program.execute(activation)
+        except ValueError as e:
+            # Values the bindings cannot convert (Decimal, UUID, enum ...) get one retry in a
+            # CEL-friendly form; what still fails is an error, never a silent False.
+            if not str(e).startswith("Conversion Error"):
+                raise self._error(e) from e
+            try:
+                result = self._program.execute(_convertible(activation, self.expression))
+            except Exception as e2:
+                raise self._error(e2) from e2
+        except Exception as e:
+            raise self._error(e) from e
+        if result is True:
+            return self._hit
+        if result is False:
+            return None
+        raise CelError(
+            f"CEL condition {self.expression!r:.120} returned {type(result).__name__} "
+            f"{result!r:.60}, not a bool",
+            expression=self.expression,
+        )
+
+    def _lists_for(self, activation: Mapping[str, Any]) -> dict[str, Any]:
+        lists: dict[str, Any] = dict(self._lists or ())
+        if self._member_lists:
+            candidates: set[str] = set()
+            complete = True
+            for value in activation.values():
+                complete = _collect_strings(value, candidates, 0) and complete
+            for name, members, literal_hits in self._member_lists:
+                lists[name] = (
+                    [*literal_hits, *(s for s in candidates if s in members)]
+                    if complete else tuple(members)
+                )
+        return lists
+
+    def _error(self, e: BaseException) -> CelError:
+        if isinstance(e, KeyError):
+            what = f"no such key {e.args[0]!r}" if e.args else "no such key"
+        else:
+            what = f"{type(e).__name__}: {e}"
+        return CelError(f"CEL condition {self.expression!r:.120} failed: {what}",
+                        expression=self.expression)
+
+    def __repr__(self) -> str:
+        return f"CelCondition({self.expression!r})"
+
+
+def _import_cel() -> Any:
+    try:
+        import cel
+    except ImportError as e:
+        raise ConfigError(
+            "'if' conditions need the 'common-expression-language' package",
+            hint="pip install common-expression-language",
+        ) from e
+    return cel
+
+
+_WHOLE: Mapping[str, Callable[[Subject], Any]] = {
+    "tool": lambda s: s.call.tool,
+    "agent": lambda s: s.call.agent,
+    "session": lambda s: s.call.session,
+    "principal": lambda s: s.call.principal,
+    "kind": lambda s: s.profile.kind,
+    "args": lambda s: s.call.args,
+    "context": lambda s: s.call.context,
+    "history": lambda s: s.memo.get("history") or _EMPTY_HISTORY,
+}
+
+
+def _getter(name: str, keys: frozenset[str] | None) -> Callable[[Subject], Any]:
+    whole = _WHOLE[name]
+    if keys is None:
+        return whole
+    wanted = tuple(sorted(keys))
+
+    def narrowed(s: Subject) -> Any:
+        value = whole(s)
+        if not isinstance(value, Mapping):
+            return value  # CEL reports the type error
+        return {k: value[k] for k in wanted if k in value}
+
+    return narrowed
+
+
+def _tokenize(text: str) -> list[_Token] | None:
+    tokens: list[_Token] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            return None  # something this lexer does not know (``a.`b-c```): no narrowing
+        kind = m.lastgroup or ""
+        if kind != "ws":
+            tokens.append(_Token(kind, m.group()))
+        pos = m.end()
+    return tokens
+
+
+def _plan(tokens: list[_Token] | None, referenced: set[str], cel: Any) -> _Plan:
+    """Finds which keys of each map variable the expression reads (None when unsure)."""
+    try:
+        return _plan_tokens(tokens, referenced, cel)
+    except Exception:
+        # A literal this lexer cut wrongly: CEL compiled the whole, so only narrowing is lost.
+        return _Plan(dict.fromkeys(referenced & set(VARIABLES)), frozenset(), frozenset(),
+                     frozenset())
+
+
+def _plan_tokens(tokens: list[_Token] | None, referenced: set[str], cel: Any) -> _Plan:
+    keys: dict[str, set[str] | None] = {}
+    membership: set[str] = set()
+    not_membership: set[str] = set()
+    literals: set[str] = set()
+    bound: set[str] = set()
+    synthesizes = False
+    seen: set[str] = set()
+    toks = tokens or []
+    text = [t.text for t in toks] + [None, None, None]
+    for i, tok in enumerate(toks):
+        if tok.kind == "str":
+            value = cel.evaluate(tok.text)
+            if isinstance(value, str):
+                literals.add(value)
+        elif tok.text == "+":
+            synthesizes = True
+        elif tok.kind != "id":
+            continue
+        elif text[i + 1] == "(" and text[i - 1] == "." and i > 0:
+            if tok.text not in _NON_STRING_FUNCS:
+                synthesizes = True
+            # ``.all(r, ...)`` and ``.all(k, v, ...)`` bind names, which may shadow ours.
+            if toks[i + 2:i + 3] and toks[i + 2].kind == "id" and text[i + 3] == ",":
+                bound.add(toks[i + 2].text)
+                if toks[i + 4:i + 5] and toks[i + 4].kind == "id" and text[i + 5] == ",":
+                    bound.add(toks[i + 4].text)
+        elif text[i + 1] == "(":
+            synthesizes = synthesizes or tok.text not in _NON_STRING_FUNCS
+        elif tok.text in VARIABLES and (i == 0 or text[i - 1] != "."):
+            name = tok.text
+            seen.add(name)
+            key, end = _selected_key(toks, text, i, cel)
+            if name not in _MAP_VARIABLES:
+                keys[name] = None
+                continue
+            if key is None:
+                keys[name] = None
+            elif name not in keys or keys[name] is not None:
+                keys.setdefault(name, set()).add(key)  # type: ignore[union-attr]
+            if name == "lists" and key is not None:
+                is_operand = text[i - 1] == "in" and i > 0 and text[end] in _AFTER_IN_OPERAND
+                (membership if is_operand and toks[i + 1].text == "." else not_membership).add(key)
+    used = referenced & set(VARIABLES)
+    # The lexer cross-checks the compiler: every variable the compiler saw must have been seen
+    # here, and none may be shadowed by a comprehension, or nothing is narrowed.
+    if tokens is None or not used <= seen or bound & set(VARIABLES):
+        all_keys: dict[str, frozenset[str] | None] = dict.fromkeys(used)
+        return _Plan(all_keys, frozenset(), frozenset(), frozenset(bound))
+    final = {n: (None if keys.get(n) is None else frozenset(keys[n] or ())) for n in used}
+    member = frozenset() if synthesizes or final.get("lists") is None else frozenset(
+        membership - not_membership)
+    return _Plan(final, member, frozenset(literals), frozenset(bound))
+
+
+def _selected_key(
+    toks: list[_Token], text: list[str | None], i: int, cel: Any
+) -> tuple[str | None, int]:
+    """The key read right after variable ``i`` (``v.key`` / ``v["key"]``) and the next index."""
+    if text[i + 1] == "." and toks[i + 2:i + 3] and toks[i + 2].kind == "id" \
+            and text[i + 3] != "(":
+        return toks[i + 2].text, i + 3
+    if text[i + 1] == "[" and toks[i + 2:i + 3] and toks[i + 2].kind == "str" \
+            and text[i + 3] == "]":
+        value = cel.evaluate(toks[i + 2].text)
+        if isinstance(value, str):
+            return value, i + 4
+    return None, i + 1
+
+
+def _cel_lists(lists: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], frozenset[str]]]:
+    """name -> (items in order, as CEL receives them; the same as a set, for membership)."""
+    out = {}
+    for name, items in lists.items():
+        ordered = (items,) if isinstance(items, str) else tuple(items)  # NamedList keeps order
+        out[name] = (ordered, frozenset(ordered))
+    return out
+
+
+def _collect_strings(value: Any, out: set[str], depth: int) -> bool:
+    """Adds every string in ``value`` (map keys too) to ``out``; False if it is too deep."""
+    if isinstance(value, str):
+        out.add(value)
+        return True
+    if depth > _MAX_WALK_DEPTH:
+        return False
+    complete = True
+    if isinstance(value, Mapping):
+        out.update(k for k in value if isinstance(k, str))
+        for v in value.values():
+            complete = _collect_strings(v, out, depth + 1) and complete
+    elif isinstance(value, list | tuple):
+        for v in value:
+            complete = _collect_strings(v, out, depth + 1) and complete
+    elif isinstance(value, enum.Enum | uuid.UUID | PurePath | set | frozenset):
+        complete = _collect_strings(_friendly(value), out, depth + 1)
+    return complete
+
+
+def _friendly(value: Any) -> Any:
+    """The CEL-convertible stand-in for a Python value the bindings do not convert."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Decimal | Fraction):
+        return float(value)
+    if isinstance(value, uuid.UUID | PurePath):
+        return str(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    return value
+
+
+def _convertible(activation: Mapping[str, Any], expression: str) -> dict[str, Any]:
+    return {k: _deep_friendly(v, expression, 0) for k, v in activation.items()}
+
+
+def _deep_friendly(value: Any, expression: str, depth: int) -> Any:
+    if value is None or isinstance(value, str | bool | int | float | bytes):
+        return value
+    if depth > _MAX_WALK_DEPTH:
+        raise CelError("arguments are nested too deeply for a CEL condition",
+                       expression=expression)
+    if isinstance(value, Mapping):
+        return {str(k): _deep_friendly(v, expression, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_deep_friendly(v, expression, depth + 1) for v in value]
+    friendly = _friendly(value)
+    if friendly is value:
+        return value  # datetime, timedelta ... convert natively; others fail loudly later
+    return _deep_friendly(friendly, expression, depth + 1)

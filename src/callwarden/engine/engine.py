@@ -1,0 +1,802 @@
+"""The decision engine: one decision flow, driven synchronously or asynchronously.
+
+``_Engine.flow`` is a generator holding the whole decision logic (mutate phase, validate phase,
+combination, default, observe mode, approvals profile, deadline). Built-in rules are evaluated
+inline; each rule backed by user code is *yielded* to the driver, which runs it with the
+deadline — on a worker thread for ``check``, awaited for ``acheck`` — and sends the verdict back.
+That is httpx's ``auth_flow`` shape: one source of truth, two thin drivers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import time
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from callwarden._call import FrozenDict, ToolCall
+from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
+from callwarden._profiles import ToolProfile, default_profile
+from callwarden.conditions.base import Subject
+from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
+from callwarden.engine.limits import describe_exceeded
+from callwarden.engine.rules import Plan, Rule, RuleIndex, _NameSet, is_glob
+from callwarden.engine.user import FunctionPolicy, InvalidResult, as_verdict
+from callwarden.state._base import Counter, HistoryEntry
+
+__all__ = ["Engine", "OutputCheck", "PolicyStep", "Settings", "StoreFailure", "StoreStep", "run_policy_async",
+           "run_policy_sync"]
+
+_perf = time.perf_counter
+_new = tuple.__new__  # NamedTuple's generated __new__ is a Python call; this is not
+
+# Worker threads for user policies. A policy that hangs keeps its thread; the decision does
+# not wait for it past the deadline.
+_EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=32,
+                                                  thread_name_prefix="callwarden-policy")
+
+_NO_LIMIT = 1e300  # the limit of a counter a person approved going over: counted, never hit
+_LAST = 1 << 30  # order of entries that belong to no rule (deadline, state store)
+# Reason codes of verdicts that stand for a failure, not for a rule's opinion.
+_FAILURE_CODES = frozenset({"policy_error", "policy_timeout", "policy_invalid_result",
+                            "state_unavailable"})
+
+
+def _decides(entry: Entry) -> bool:
+    """Whether an entry takes part in choosing the effect.
+
+    A failure under ``on_error: allow`` means "ignore the failed rule": it must never act as an
+    explicit allow that overrides ``default: deny`` (it is still recorded and explained).
+    """
+    verdict = entry.verdict
+    if not entry.decisive or verdict.effect is Effect.MODIFY:
+        return False
+    return not (verdict.effect is Effect.ALLOW and verdict.code in _FAILURE_CODES)
+
+
+class OutputCheck(NamedTuple):
+    """What the output rules decided about a tool's result.
+
+    ``output`` is what the model should see: the result (allow), the redacted or cut result
+    (modify), or a message in its place (deny); for halt the run must stop.
+    """
+
+    effect: Effect
+    output: Any
+    rule: str | None
+    source: str | None
+    message: str
+    reasons: tuple[Reason, ...]
+
+
+class PolicyStep:
+    """A user policy the driver must run under the deadline."""
+
+    __slots__ = ("deadline", "engine", "rule", "subject")
+
+    def __init__(self, engine: Engine, rule: Rule, subject: Subject, deadline: float) -> None:
+        self.engine = engine
+        self.rule = rule
+        self.subject = subject
+        self.deadline = deadline
+
+    def run(self) -> Verdict | None:
+        return run_policy_sync(self.engine, self.rule, self.subject, self.deadline)
+
+    async def arun(self) -> Verdict | None:
+        return await run_policy_async(self.engine, self.rule, self.subject, self.deadline)
+
+
+class StoreFailure:
+    """What a store step returns instead of raising: the flow turns it into ``on_error``."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __str__(self) -> str:
+        return f"{type(self.error).__name__}: {self.error}" if str(self.error) else \
+            type(self.error).__name__
+
+
+class StoreStep:
+    """A state-store operation with sync and async twins; failures are returned, not raised."""
+
+    __slots__ = ("afn", "args", "deadline", "fn", "kwargs")
+
+    def __init__(self, fn: Any, afn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 deadline: float) -> None:
+        self.fn = fn
+        self.afn = afn
+        self.args = args
+        self.kwargs = kwargs
+        self.deadline = deadline
+
+    def run(self) -> Any:
+        # The store bounds its own waits by the deadline (passed in kwargs) and writes
+        # nothing once it has passed.
+        if _perf() > self.deadline:
+            return StoreFailure(TimeoutError("the deadline passed before the state store was "
+                                             "reached"))
+        try:
+            return self.fn(*self.args, **self.kwargs)
+        except Exception as e:  # StoreUnavailable, or a store bug: both fail closed
+            return StoreFailure(e)
+
+    async def arun(self) -> Any:
+        remaining = self.deadline - _perf()
+        if remaining <= 0:
+            return StoreFailure(TimeoutError("the deadline passed before the state store was "
+                                             "reached"))
+        try:
+            return await asyncio.wait_for(self.afn(*self.args, **self.kwargs), remaining)
+        except TimeoutError:
+            return StoreFailure(TimeoutError("the state store did not answer within the deadline"))
+        except Exception as e:
+            return StoreFailure(e)
+
+
+Step = PolicyStep | StoreStep
+Flow = Generator[Step, Any, Decision]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Policy-wide settings."""
+
+    default: Effect = Effect.ALLOW
+    default_source: str | None = None
+    mode: Mode = Mode.ENFORCE
+    on_error: Effect = Effect.DENY
+    timeout: float = 1.0
+    name: str | None = None
+
+
+class _ErrorVerdict(Exception):
+    """Carries the verdict for a rule that failed."""
+
+
+class Engine:
+    """Compiled rules + profiles + settings; decides calls. Immutable once built."""
+
+    __slots__ = ("_combiner", "_default_effect", "_default_reasons", "_default_would", "_index",
+                 "_plans", "_profile_cache",
+                 "_profile_globs",
+                 "_profiles", "_records_history", "clock", "extensions", "rules", "settings",
+                 "store")
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        *,
+        settings: Settings,
+        profiles: Mapping[str, ToolProfile] | None = None,
+        combiner: Combiner | None = None,
+        store: Any = None,
+        clock: Any = None,
+        extensions: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.rules = tuple(rules)
+        self.settings = settings
+        if store is None and any(r.limit is not None or r.needs_history for r in self.rules):
+            from callwarden.state import MemoryStore
+
+            store = MemoryStore()
+        #: The state store for limits, history (and approvals), or None when nothing needs one.
+        self.store = store
+        # Every decision feeds the session history as soon as one rule reads it.
+        self._records_history = any(r.needs_history for r in self.rules)
+        #: Wall clock for windows and history (injectable for tests).
+        self.clock = clock or time.time
+        #: Policy-file sections owned by other subsystems (audit, approvals), parsed.
+        self.extensions: dict[str, Any] = dict(extensions or {})
+        self._combiner = combiner or StrictestWins()
+        self._index = RuleIndex(self.rules)
+        self._plans = self._index._cache  # read directly on the hot path
+        profiles = dict(profiles or {})
+        self._profiles = {k: v for k, v in profiles.items() if not is_glob(k)}
+        self._profile_globs = [(_NameSet([k]), v) for k, v in profiles.items() if is_glob(k)]
+        self._profile_cache: dict[str, ToolProfile] = {}
+        #: What the default decides in this mode, and the would-effect it reports (observe).
+        self._default_effect = settings.default if settings.mode is Mode.ENFORCE else Effect.ALLOW
+        self._default_would = settings.default if settings.mode is Mode.OBSERVE else None
+        self._default_reasons = (Reason(
+            f"default_{settings.default.value}",
+            f"no rule decided; the policy default is {settings.default.value}", "default"),)
+
+    # -- profiles ---------------------------------------------------------------------------
+
+    def profile(self, tool: str) -> ToolProfile:
+        """Returns the profile of a tool: from the policy, else the built-in defaults."""
+        profile = self._profile_cache.get(tool)
+        if profile is not None:
+            return profile
+        profile = self._profiles.get(tool)
+        if profile is None:
+            for names, glob_profile in self._profile_globs:
+                if tool in names:
+                    profile = glob_profile.merged(name=tool)
+                    break
+        if profile is None:
+            profile = default_profile(tool)
+        if len(self._profile_cache) > 4096:
+            self._profile_cache.clear()
+        self._profile_cache[tool] = profile
+        return profile
+
+    # -- the decision flow ------------------------------------------------------------------
+
+    def _plan(self, tool: str) -> tuple[ToolProfile, Plan]:
+        profile = self._profile_cache.get(tool) or self.profile(tool)
+        plan = self._plans.get(tool)
+        if plan is None or plan.profile is not profile:
+            plan = self._index.plan(profile)
+        return profile, plan
+
+    def decide_fast(self, call: ToolCall, started: float, decision_id: str) -> Decision | None:
+        """Decides without a driver when the plan needs none (no user policies, rewrites,
+        limits or history); returns None otherwise. Same logic as ``flow``: both call
+        ``_validate`` and ``_decide``."""
+        tool = call.tool
+        profile = self._profile_cache.get(tool) or self.profile(tool)
+        plan = self._plans.get(tool)
+        if plan is None or plan.profile is not profile:
+            plan = self._index.plan(profile)
+        if not plan.fast or self._records_history:
+            return None
+        subject = Subject(call, profile)
+        entries: list[Entry] = []
+        self._validate(plan, call, subject, entries, None)
+        return self._decide(call, call, profile, entries, started, decision_id)
+
+    def flow(self, call: ToolCall, started: float, decision_id: str) -> Flow:
+        """Decides ``call``; yields the steps (user policies, store operations) that the
+        driver must run, synchronously or asynchronously, under the deadline."""
+        settings = self.settings
+        profile, plan = self._plan(call.tool)
+        subject = Subject(call, profile)
+        deadline = started + settings.timeout
+        entries: list[Entry] = []
+        current = call
+        store = self.store
+        history_session = call.session if self._records_history else None
+        if history_session is not None and plan.history:
+            history = yield StoreStep(store.history, store.ahistory, (history_session,),
+                                      {"deadline": deadline}, deadline)
+            if isinstance(history, StoreFailure):
+                entries.append(self._store_error(history))
+            else:
+                subject.memo["history"] = history.to_cel()
+
+        for rule in plan.mutators:
+            if rule.dynamic is not None and not rule.dynamic(call):
+                continue
+            if rule.external:
+                verdict = yield PolicyStep(self, rule, subject, deadline)
+            else:
+                try:
+                    verdict = rule.evaluate(subject)
+                except Exception as e:
+                    verdict = self.error_verdict(rule, e)
+            if verdict is None:
+                continue
+            if verdict.effect is Effect.MODIFY and verdict.args is not None:
+                verdict = self._frozen_rewrite(rule, verdict)
+            mode = rule.mode or settings.mode
+            entries.append(_new(Entry, (rule.id, rule.source, verdict, mode, rule.order, True)))
+            if (verdict.effect is Effect.MODIFY and mode is Mode.ENFORCE
+                    and verdict.args is not None):
+                current = current.replace_args(verdict.args)
+                subject = Subject(current, profile, {"history": subject.memo["history"]}
+                                  if "history" in subject.memo else None)
+
+        # User policies among the validators all see the same final arguments: run them
+        # first (through the driver), then the whole validate loop in rule order.
+        external: dict[int, Verdict | None] | None = None
+        if plan.external_validators:
+            external = {}
+            for rule in plan.external_validators:
+                if rule.dynamic is None or rule.dynamic(call):
+                    external[id(rule)] = yield PolicyStep(self, rule, subject, deadline)
+        self._validate(plan, current, subject, entries, external)
+
+        recorded = False
+        if plan.limits:
+            # Limits go last: budgets count only calls everything else allows, all of a call's
+            # counters are checked and counted in one atomic store round trip, together with
+            # the session history when the policy keeps one.
+            counters = []
+            owners = []
+            for rule, counter in self._limit_counters(plan, call, subject, current):
+                if isinstance(counter, Entry):
+                    entries.append(counter)
+                    continue
+                counters.append(counter)
+                owners.append(rule)
+            if counters:
+                assert store is not None
+                now = self.clock()
+                commit = self._preliminary(entries).allows
+                record = None
+                if history_session is not None:
+                    record = self._history_entry(history_session, call, current, profile,
+                                                 entries, owners)
+                    recorded = record is not None
+                states = yield StoreStep(store.consume, store.aconsume, (counters,),
+                                         {"now": now, "commit": commit, "deadline": deadline,
+                                          "record": record}, deadline)
+                if isinstance(states, StoreFailure):
+                    entries.append(self._store_error(states))
+                else:
+                    for rule, state in zip(owners, states, strict=True):
+                        if state.exceeded:
+                            entries.append(self._limit_entry(rule, state, now))
+
+        decision = self._decide(call, current, profile, entries, started, decision_id)
+        if history_session is not None and not recorded:
+            # A failed write only loses history; the next read of it fails closed.
+            yield StoreStep(store.record, store.arecord,
+                            (history_session, call.tool, decision.effect.value),
+                            {"now": self.clock(), "deadline": deadline}, deadline)
+        return decision
+
+    def _limit_entry(self, rule: Rule, state: Any, now: float) -> Entry:
+        """The entry of a limit the call exceeds, with a message saying when it frees up."""
+        text = describe_exceeded(rule.id, rule.limit, state, now=now)
+        code = "limit.attempts" if rule.limit.kind == "attempts" else "limit.exceeded"
+        return Entry(rule.id, rule.source,
+                     Verdict(rule.effect, f"{rule.message} ({text})" if rule.message
+                             else text[0].upper() + text[1:], code, None, text),
+                     rule.mode or self.settings.mode, rule.order)
+
+    def _limit_counters(self, plan: Plan, call: ToolCall, subject: Subject,
+                        current: ToolCall) -> Iterator[tuple[Rule, Counter | Entry]]:
+        """(rule, its counter for this call) for every limit rule that applies; a rule whose
+        counter cannot be built (a missing or bad amount) comes with its error entry instead."""
+        for rule in plan.limits:
+            if rule.dynamic is not None and not rule.dynamic(call):
+                continue
+            try:
+                if not rule.applies(subject):
+                    continue
+                counter = rule.limit.counter(rule.id, current)
+            except Exception as e:
+                yield rule, Entry(rule.id, rule.source, self.error_verdict(rule, e),
+                                  Mode.ENFORCE, rule.order)
+                continue
+            yield rule, counter
+
+    def _history_entry(self, session: str, call: ToolCall, current: ToolCall,
+                       profile: ToolProfile, entries: list[Entry],
+                       owners: list[Rule]) -> HistoryEntry | None:
+        """What the store records for this call, for each outcome of its limits, so that the
+        counters and the history are written in one round trip.
+
+        With the built-in combiners, the effect when several limits are exceeded is the one
+        their dominant limit alone gives (strictest-wins: the strictest; first-match: the
+        first in policy order); each counter carries that effect and its rank. A custom
+        combiner gives None: the engine then records after deciding (a second round trip).
+        """
+        combiner = type(self._combiner)
+        if combiner is not StrictestWins and combiner is not FirstMatch:
+            return None
+        modified = current.args is not call.args
+        ok = self._effect_of(entries, profile, modified)
+        if_exceeded: list[tuple[float, str] | None] = []
+        for rule in owners:
+            mode = rule.mode or self.settings.mode
+            effect = rule.effect
+            if mode is not Mode.ENFORCE or (profile.requires_approval is False
+                                            and effect is Effect.ASK):
+                if_exceeded.append(None)  # it does not take part in the decision
+                continue
+            entry = _new(Entry, (rule.id, rule.source, Verdict(effect), mode, rule.order, True))
+            rank = effect.strictness if combiner is StrictestWins else -rule.order
+            if_exceeded.append((rank, self._effect_of([*entries, entry], profile,
+                                                      modified).value))
+        return HistoryEntry(session, call.tool, ok.value, tuple(if_exceeded))
+
+    def _effect_of(self, entries: list[Entry], profile: ToolProfile, modified: bool) -> Effect:
+        """The effect ``_decide`` gives these entries (before the deadline check)."""
+        if profile.requires_approval is not None:
+            entries = self._apply_profile_approval(profile, entries)
+        chosen = self._combiner.select(
+            [e for e in entries if _decides(e) and e.mode is Mode.ENFORCE])
+        effect = chosen.verdict.effect if chosen is not None else self._default_effect
+        return Effect.MODIFY if effect is Effect.ALLOW and modified else effect
+
+    def count_approved(self, decision: Decision) -> Flow:
+        """Counts a call a person approved (or a remembered grant allowed) against its limits.
+
+        At ``ask`` time limits are only checked (an exceeded one is stricter than the ask and
+        wins, so nobody is asked about a call that could not run anyway). The call counts
+        when the approval is used: this flow checks and counts its budgets and rates
+        atomically, as a call allowed outright would, and records it as ``approved`` in the
+        session history. Attempt caps counted the attempt already; a limit whose ``ask`` the
+        person approved counts without stopping it.
+
+        Returns the decision unchanged, or a deny (halt for a halting limit) when a budget ran
+        out meanwhile or the store failed (``on_error``).
+        """
+        started = _perf()
+        deadline = started + self.settings.timeout
+        call = decision.call
+        current = call if decision.args is call.args else call.replace_args(decision.args)
+        profile, plan = self._plan(call.tool)
+        store = self.store
+        session = call.session if self._records_history else None
+        if (not plan.limits and session is None) or store is None:
+            return decision
+        subject = Subject(current, profile)
+        if plan.history and call.session is not None and any(
+                r.needs_history for r in plan.limits):
+            history = yield StoreStep(store.history, store.ahistory, (call.session,),
+                                      {"deadline": deadline}, deadline)
+            if isinstance(history, StoreFailure):
+                return self._refuse_approved(decision, self._store_error(history))
+            subject.memo["history"] = history.to_cel()
+        approved_over = {m.rule for m in decision.matched
+                         if m.code == "limit.exceeded" and m.effect is Effect.ASK}
+        counters: list[Counter] = []
+        owners: list[Rule] = []
+        for rule, counter in self._limit_counters(plan, call, subject, current):
+            if isinstance(counter, Entry):
+                return self._refuse_approved(decision, counter)
+            if counter.always:
+                continue  # attempt caps counted this call when it was asked
+            if rule.id in approved_over:
+                # The person approved going over this limit: count it, never stop on it.
+                counter = Counter(counter.key, _NO_LIMIT, counter.window, counter.weight)
+            counters.append(counter)
+            owners.append(rule)
+        if not counters and session is None:
+            return decision
+        record = None
+        if session is not None:
+            if_exceeded = tuple((float(_refusal(r).strictness), _refusal(r).value)
+                                for r in owners)
+            record = HistoryEntry(session, call.tool, "approved", if_exceeded)
+        now = self.clock()
+        states = yield StoreStep(store.consume, store.aconsume, (counters,),
+                                 {"now": now, "commit": True, "deadline": deadline,
+                                  "record": record}, deadline)
+        if isinstance(states, StoreFailure):
+            return self._refuse_approved(decision, self._store_error(states))
+        for rule, state in zip(owners, states, strict=True):
+            if state.exceeded and (rule.mode or self.settings.mode) is Mode.ENFORCE:
+                entry = self._limit_entry(rule, state, now)
+                refusal = entry.verdict._replace(effect=_refusal(rule))
+                return self._refuse_approved(decision, entry._replace(verdict=refusal))
+        return decision
+
+    def _refuse_approved(self, decision: Decision, entry: Entry) -> Decision:
+        verdict = entry.verdict
+        effect = verdict.effect
+        if effect is Effect.ALLOW:  # on_error: allow ignores the failure
+            return decision
+        if effect is Effect.ASK or effect is Effect.MODIFY:
+            effect = Effect.DENY  # asking again after an approval would loop
+        text = verdict.detail or verdict.message or entry.rule
+        reason = Reason(verdict.code or "limit.exceeded", text, entry.rule)
+        match = RuleMatch(entry.rule, entry.source, effect, entry.mode, reason.code, text)
+        message = _message(effect, decision.call.tool, entry, (reason,))
+        return decision._replace(effect=effect, args=decision.call.args,
+                                 reasons=(reason, *decision.reasons), rule=entry.rule,
+                                 source=entry.source, matched=(*decision.matched, match),
+                                 message=message)
+
+    def _frozen_rewrite(self, rule: Rule, verdict: Verdict) -> Verdict:
+        """The modify verdict with its arguments frozen, or the rule's ``on_error`` verdict
+        when they are not a JSON object of acceptable values (a cycle, too deep...)."""
+        if rule.policy is None and type(verdict.args) is FrozenDict:
+            return verdict  # built-in rewrites are frozen already
+        try:
+            return verdict._replace(args=_freeze(verdict.args))
+        except Exception as e:  # InvalidCall, or a mapping whose items() raise
+            return self.error_verdict(rule, InvalidResult(
+                f"returned arguments that cannot be used: {str(e) or type(e).__name__}"))
+
+    def _validate(self, plan: Plan, current: ToolCall, subject: Subject, entries: list[Entry],
+                  external: dict[int, Verdict | None] | None) -> None:
+        """The validate phase: every rule sees the final arguments; verdicts go to ``entries``."""
+        call = subject.call
+        for rule in plan.validators if not plan.by_value else plan.validators_for(current.args):
+            if rule.dynamic is not None and not rule.dynamic(call):
+                continue
+            if rule.external:
+                verdict = external.get(id(rule)) if external is not None else None
+            else:
+                try:
+                    verdict = rule.evaluate(subject)
+                except Exception as e:
+                    verdict = self.error_verdict(rule, e)
+            if verdict is None:
+                continue
+            if verdict.effect is Effect.MODIFY:
+                verdict = self.error_verdict(rule, InvalidResult(
+                    "returned modify in the validate phase; declare the rule with "
+                    "'phase: mutate' (or @policy(phase='mutate')) to rewrite arguments"))
+            entries.append(_new(Entry, (rule.id, rule.source, verdict,
+                                        rule.mode or self.settings.mode, rule.order, True)))
+        if plan.by_value and len(entries) > 1:
+            entries.sort(key=_by_order)  # indexed rules were evaluated out of policy order
+
+    def check_output(self, decision: Decision, result: Any) -> OutputCheck | None:
+        """Applies the output rules for the decided call to what the tool returned.
+
+        The output is seen by conditions as ``args.output``. Returns None when no output rule
+        exists for the tool (nothing to do), else the effect (allow, modify, deny, halt), the
+        output to hand to the model, and the deciding rule. Fails closed like decisions do.
+        """
+        call = decision.call
+        profile = self._profile_cache.get(call.tool) or self.profile(call.tool)
+        plan = self._index.plan(profile)
+        if not plan.outputs:
+            return None
+        try:
+            seen = call.replace_args(_freeze({"output": result}))
+        except Exception as e:  # a cyclic or absurdly deep result
+            return OutputCheck(self.settings.on_error, None, "output", None,
+                               f"The output of '{call.tool}' was withheld: {e}.",
+                               (Reason("output_invalid", str(e), "output"),))
+        subject = Subject(seen, profile)
+        chosen: tuple[Rule, Verdict] | None = None
+        modified: tuple[Rule, Verdict] | None = None
+        for rule in plan.outputs:
+            if rule.dynamic is not None and not rule.dynamic(call):
+                continue
+            verdict = self._inline(rule, subject)
+            if verdict is None or (rule.mode or self.settings.mode) is Mode.OBSERVE:
+                continue
+            if verdict.effect is Effect.MODIFY and verdict.args is not None:
+                seen = seen.replace_args(verdict.args)  # type: ignore[arg-type]
+                subject = Subject(seen, profile)
+                modified = modified or (rule, verdict)
+            elif verdict.effect is not Effect.ALLOW and (
+                    chosen is None or verdict.effect.strictness > chosen[1].effect.strictness):
+                chosen = (rule, verdict)
+        if chosen is not None:
+            rule, verdict = chosen
+            text = verdict.message or (
+                f"The output of '{call.tool}' was withheld by policy rule '{rule.id}': "
+                f"{verdict.detail or 'blocked'}.")
+            return OutputCheck(verdict.effect, text if verdict.effect is Effect.DENY else None,
+                               rule.id, rule.source, text,
+                               (Reason(verdict.code or "output.denied", verdict.detail or text,
+                                       rule.id),))
+        if modified is not None:
+            rule, verdict = modified
+            from callwarden._call import thaw
+
+            return OutputCheck(Effect.MODIFY, thaw(seen.args.get("output")), rule.id,
+                               rule.source, verdict.message or "",
+                               (Reason(verdict.code or "modified", verdict.detail or "", rule.id),))
+        return OutputCheck(Effect.ALLOW, result, None, None, "", ())
+
+    def _preliminary(self, entries: list[Entry]) -> Effect:
+        """The effect the entries so far decide (before limits)."""
+        deciding = [e for e in entries if _decides(e) and e.mode is Mode.ENFORCE]
+        chosen = self._combiner.select(deciding)
+        if chosen is not None:
+            return chosen.verdict.effect
+        return self.settings.default if self.settings.mode is Mode.ENFORCE else Effect.ALLOW
+
+    def _store_error(self, failure: StoreFailure) -> Entry:
+        return Entry("state", None, Verdict(
+            self.settings.on_error, None, "state_unavailable", None,
+            f"the state store is unavailable ({failure}); failing closed"), Mode.ENFORCE, _LAST)
+
+    def _inline(self, rule: Rule, subject: Subject) -> Verdict | None:
+        try:
+            return rule.evaluate(subject)
+        except Exception as e:
+            return self.error_verdict(rule, e)
+
+    def error_verdict(self, rule: Rule, error: BaseException | None) -> Verdict:
+        """The verdict for a rule that raised (``error``), timed out (None) or returned garbage."""
+        effect = rule.on_error or self.settings.on_error
+        if error is None:
+            code = "policy_timeout"
+            text = f"rule '{rule.id}' did not answer within the deadline"
+        elif isinstance(error, InvalidResult):
+            code = "policy_invalid_result"
+            text = f"rule '{rule.id}' {error}"
+        else:
+            code = "policy_error"
+            text = f"rule '{rule.id}' raised {type(error).__name__}: {error}"
+        return Verdict(effect, None, code, None, text[:500])
+
+    def _decide(self, call: ToolCall, current: ToolCall, profile: ToolProfile,
+                entries: list[Entry], started: float, decision_id: str) -> Decision:
+        settings = self.settings
+        now = _perf()
+        if now > started + settings.timeout and not any(
+                e.verdict.code == "policy_timeout" for e in entries):
+            # An overrun no rule accounts for. When a rule timed out, its own entry carries the
+            # failure in that rule's mode (an observe rule that hangs must not deny).
+            entries.append(Entry("deadline", None, Verdict(
+                settings.on_error,
+                f"the decision took longer than its {settings.timeout * 1000:.0f} ms deadline",
+                "policy_timeout"), settings.mode, _LAST))
+        if not entries and profile.requires_approval is None:
+            # Nobody had an opinion: the default decides (the common case, kept short).
+            effect = self._default_effect
+            return _new(Decision, (
+                effect, call, call.args, self._default_reasons, "default",
+                settings.default_source, (),
+                self._default_message(call.tool) if effect is not Effect.ALLOW else "",
+                settings.mode, self._default_would, decision_id, now - started, settings.name))
+        if profile.requires_approval is not None:
+            entries = self._apply_profile_approval(profile, entries)
+
+        deciding = [e for e in entries if _decides(e)]
+        enforced = [e for e in deciding if e.mode is Mode.ENFORCE]
+        chosen = self._combiner.select(enforced)
+        observed = len(enforced) != len(deciding) or settings.mode is Mode.OBSERVE
+
+        if chosen is not None:
+            effect = chosen.verdict.effect
+        elif settings.mode is Mode.ENFORCE:
+            effect = settings.default
+        else:
+            effect = Effect.ALLOW
+        would: Effect | None = None
+        if observed:
+            would_entry = self._combiner.select(deciding)
+            would = would_entry.verdict.effect if would_entry is not None else settings.default
+            if would is Effect.ALLOW and any(e.verdict.effect is Effect.MODIFY for e in entries):
+                would = Effect.MODIFY
+
+        if effect is Effect.ALLOW and current.args is not call.args:
+            effect = Effect.MODIFY
+        args = current.args if effect.allows else call.args
+
+        reasons = self._reasons(effect, chosen, entries)
+        if chosen is not None:
+            rule_id, source = chosen.rule, chosen.source
+        elif effect is Effect.MODIFY:
+            first = next(e for e in entries
+                         if e.verdict.effect is Effect.MODIFY and e.mode is Mode.ENFORCE)
+            rule_id, source = first.rule, first.source
+        else:
+            rule_id, source = "default", settings.default_source
+        matched = tuple(
+            RuleMatch(e.rule, e.source, e.verdict.effect, e.mode, e.verdict.code or "matched",
+                      e.verdict.detail or e.verdict.message or "")
+            for e in entries
+        )
+        return Decision(
+            effect, call, args, reasons, rule_id, source, matched,
+            _message(effect, call.tool, chosen, reasons), settings.mode, would, decision_id,
+            _perf() - started, settings.name,
+        )
+
+    def _default_message(self, tool: str) -> str:
+        return _message(self._default_effect, tool, None, self._default_reasons)
+
+    def _apply_profile_approval(self, profile: ToolProfile, entries: list[Entry]) -> list[Entry]:
+        if profile.requires_approval:
+            return [*entries, Entry(
+                f"tools.{profile.name}", profile.source,
+                Verdict(Effect.ASK, None, "requires_approval",
+                        detail=f"tool '{profile.name}' requires approval"),
+                self.settings.mode, -1)]
+        # requires_approval: false exempts the tool from ask rules (kept for attribution);
+        # never from a failure under ``on_error: ask``: an error must not become an allow.
+        return [
+            Entry(e.rule, e.source, e.verdict, e.mode, e.order, decisive=False)
+            if e.verdict.effect is Effect.ASK and e.verdict.code not in _FAILURE_CODES else e
+            for e in entries
+        ]
+
+    def _reasons(self, effect: Effect, chosen: Entry | None,
+                 entries: list[Entry]) -> tuple[Reason, ...]:
+        reasons: list[Reason] = []
+        for e in entries:
+            relevant = (
+                e.mode is Mode.ENFORCE and e.decisive and (
+                    (effect is Effect.MODIFY and e.verdict.effect in (Effect.MODIFY, Effect.ALLOW))
+                    or (effect is not Effect.MODIFY and e.verdict.effect.strictness == effect.strictness
+                        and (chosen is not None or e.verdict.effect is not Effect.ALLOW))
+                )
+            )
+            if relevant or e.verdict.code in _FAILURE_CODES:
+                reasons.append(Reason(e.verdict.code or "matched",
+                                      e.verdict.detail or e.verdict.message or e.rule, e.rule))
+        if chosen is None and effect is not Effect.MODIFY:
+            reasons.extend(self._default_reasons)
+        return tuple(reasons)
+
+
+def _refusal(rule: Rule) -> Effect:
+    """What an approved call that went over this limit gets: halt for a halting limit."""
+    return Effect.HALT if rule.effect is Effect.HALT else Effect.DENY
+
+
+def _by_order(entry: Entry) -> int:
+    return entry.order
+
+
+def _freeze(args: Any) -> FrozenDict:
+    from callwarden._call import freeze, parse_args
+
+    frozen = freeze(parse_args(args))
+    assert isinstance(frozen, FrozenDict)
+    return frozen
+
+
+def _message(effect: Effect, tool: str, chosen: Entry | None, reasons: tuple[Reason, ...]) -> str:
+    custom = chosen.verdict.message if chosen is not None else None
+    if custom:
+        return custom
+    why = reasons[0].message if reasons else "blocked by policy"
+    rule = chosen.rule if chosen is not None else "default"
+    if effect is Effect.DENY:
+        return (f"The call to '{tool}' was blocked by policy rule '{rule}': {why}. "
+                "Do not retry the same call; choose another way to reach the goal or ask the user.")
+    if effect is Effect.ASK:
+        return f"The call to '{tool}' needs human approval (rule '{rule}'): {why}."
+    if effect is Effect.HALT:
+        return f"The run was halted by policy rule '{rule}': {why}."
+    if effect is Effect.MODIFY:
+        return f"The call to '{tool}' was allowed with rewritten arguments: {why}."
+    return ""
+
+
+# -- drivers for user policies ------------------------------------------------------------
+
+
+def _evaluate_sync(rule: Rule, subject: Subject) -> Verdict | None:
+    target = rule.policy
+    if hasattr(target, "evaluate"):
+        result = target.evaluate(subject.call, subject)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_await(result))
+        return as_verdict(result)
+    return as_verdict(asyncio.run(_await(target.aevaluate(subject.call, subject))))
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def run_policy_sync(engine: Engine, rule: Rule, subject: Subject, deadline: float) -> Verdict | None:
+    """Runs a user policy on a worker thread, waiting at most until ``deadline``."""
+    remaining = deadline - _perf()
+    if remaining <= 0:
+        return engine.error_verdict(rule, None)
+    future = _EXECUTOR.submit(_evaluate_sync, rule, subject)
+    try:
+        return future.result(timeout=remaining)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        return engine.error_verdict(rule, None)
+    except Exception as e:
+        return engine.error_verdict(rule, e)
+
+
+async def run_policy_async(engine: Engine, rule: Rule, subject: Subject,
+                           deadline: float) -> Verdict | None:
+    """Awaits a user policy (``aevaluate``, or ``evaluate`` on a worker thread) with a deadline."""
+    remaining = deadline - _perf()
+    if remaining <= 0:
+        return engine.error_verdict(rule, None)
+    target = rule.policy
+    try:
+        # A sync @policy function would block the event loop past the deadline if awaited
+        # through aevaluate: it runs on a worker thread like any sync provider.
+        if hasattr(target, "aevaluate") and not (
+                isinstance(target, FunctionPolicy) and not target.is_async):
+            result = await asyncio.wait_for(target.aevaluate(subject.call, subject), remaining)
+            return as_verdict(result)
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(_EXECUTOR, _evaluate_sync, rule, subject)
+        return await asyncio.wait_for(future, remaining)
+    except TimeoutError:
+        return engine.error_verdict(rule, None)
+    except Exception as e:
+        return engine.error_verdict(rule, e)

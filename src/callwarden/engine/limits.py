@@ -1,0 +1,177 @@
+"""Limit rules: budgets, rate limits and attempt caps, counted in the state store.
+
+A rule with ``limit:`` is checked after every other rule, in one store round trip for all the
+limits that apply to a call::
+
+    limit: {calls: 25, per: session}                          # budget: 25 calls per session
+    limit: {calls: 10, window: 60s, per: [agent, tool]}       # rate: sliding 60 s window
+    limit: {sum: args.amount, max: 1000, window: 1d, per: principal}   # weighted budget
+    limit: {attempts: 5, window: 10m, per: [session, tool, args]}  # the same call retried
+
+Budgets and rate limits count only calls the final decision allows; attempt caps count every
+call they apply to, so an agent retrying a blocked call in a loop is stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from callwarden._call import ToolCall
+from callwarden._units import parse_duration
+from callwarden.conditions.base import ConfigError
+from callwarden.state import Counter, CounterState
+
+__all__ = ["MAX_WINDOW", "PER_FIELDS", "LimitSpec", "describe_exceeded"]
+
+MAX_WINDOW = 10 * 365.25 * 86400.0
+"""The longest window a limit may have (10 years): stores keep expiry times in milliseconds."""
+
+PER_FIELDS = ("session", "agent", "principal", "tool", "framework", "args")
+_KEYS = ("calls", "attempts", "sum", "max", "window", "per")
+
+
+@dataclass(frozen=True, slots=True)
+class LimitSpec:
+    """One compiled ``limit:``: what is counted, how much is allowed, per what, over which window."""
+
+    kind: str                    # "calls" | "sum" | "attempts"
+    limit: float
+    window: float | None
+    per: tuple[str, ...]
+    weight_path: tuple[str, ...] | None = None
+
+    @classmethod
+    def parse(cls, config: Any) -> LimitSpec:
+        """Validates a ``limit:`` mapping.
+
+        Raises:
+            ConfigError: naming the bad key and how to fix it.
+        """
+        if not isinstance(config, Mapping):
+            raise ConfigError("must be a mapping", hint="e.g. limit: {calls: 25, per: session}")
+        for key in config:
+            if key not in _KEYS:
+                raise ConfigError(f"unknown key {key!r}", key=key,
+                                  hint=f"allowed: {', '.join(_KEYS)}")
+        kinds = [k for k in ("calls", "attempts", "sum") if k in config]
+        if len(kinds) != 1:
+            raise ConfigError("give exactly one of 'calls', 'attempts' or 'sum'",
+                              hint="calls: N (budget or rate), attempts: N (retry cap), "
+                                   "sum: args.amount with max: N (weighted budget)")
+        kind = kinds[0]
+        weight_path = None
+        if kind == "sum":
+            path = config["sum"]
+            if not isinstance(path, str) or not path.startswith("args.") or len(path) < 6:
+                raise ConfigError("must name an argument, like args.amount", key="sum")
+            weight_path = tuple(path[5:].split("."))
+            limit = config.get("max")
+            key = "max"
+        else:
+            if "max" in config:
+                raise ConfigError("'max' goes with 'sum'", key="max",
+                                  hint=f"write {kind}: N instead")
+            limit = config[kind]
+            key = kind
+        if (isinstance(limit, bool) or not isinstance(limit, int | float)
+                or not math.isfinite(limit) or limit < 0):
+            raise ConfigError("must be a finite number of zero or more", key=key,
+                              hint="infinity or NaN would deny every call; omit the rule "
+                                   "for no limit")
+        window = None
+        if "window" in config:
+            try:
+                window = parse_duration(config["window"])
+            except ValueError as e:
+                raise ConfigError(str(e), key="window") from e
+            if not math.isfinite(window):
+                raise ConfigError("must be a finite duration", key="window",
+                                  hint="omit 'window' to count forever")
+            if window > MAX_WINDOW:
+                raise ConfigError(f"{config['window']!r} is longer than 10 years", key="window",
+                                  hint="omit 'window' to count forever")
+        per_raw = config.get("per", ())
+        per = (per_raw,) if isinstance(per_raw, str) else tuple(per_raw)
+        for field in per:
+            if field not in PER_FIELDS:
+                raise ConfigError(f"cannot count per {field!r}", key="per",
+                                  hint=f"use any of {', '.join(PER_FIELDS)} (or omit: global)")
+        return cls(kind, float(limit), window, per, weight_path)
+
+    def counter(self, rule_id: str, call: ToolCall) -> Counter:
+        """The counter this call touches.
+
+        The key is ``rule|field=value|...`` with ``%``, ``|`` and ``=`` percent-encoded in
+        the rule id and the values, and a field that is not set (None) written without
+        ``=``, so that no two calls of different sessions, agents ... share a counter.
+
+        Raises:
+            ValueError: when the weight argument is missing or not a number (the engine fails
+                closed: a spend budget never lets an unpriced call through).
+        """
+        parts = [_escape(rule_id)]
+        for field in self.per:
+            if field == "args":
+                # The same arguments again: what a retry loop looks like.
+                canonical = json.dumps(call.args, sort_keys=True, default=repr)
+                parts.append("args=" + hashlib.sha256(canonical.encode()).hexdigest()[:20])
+                continue
+            field_value = getattr(call, field)
+            parts.append(field if field_value is None else f"{field}={_escape(field_value)}")
+        key = "|".join(parts)
+        weight = 1.0
+        if self.weight_path is not None:
+            value: Any = call.args
+            for part in self.weight_path:
+                if not isinstance(value, Mapping) or part not in value:
+                    raise ValueError(f"the amount args.{'.'.join(self.weight_path)} is "
+                                     "missing; a call without it cannot be counted")
+                value = value[part]
+            if isinstance(value, bool):
+                raise ValueError(f"args.{'.'.join(self.weight_path)} is not a number")
+            try:
+                weight = float(value)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"args.{'.'.join(self.weight_path)} is not a number") from e
+            if weight != weight or weight < 0:
+                raise ValueError(f"args.{'.'.join(self.weight_path)} must be zero or more")
+        return Counter(key, self.limit, self.window, weight, always=self.kind == "attempts")
+
+    def scope(self) -> str:
+        """``per session and tool`` / ``in total``."""
+        return f"per {' and '.join(self.per)}" if self.per else "in total"
+
+
+def _escape(value: object) -> str:
+    text = str(value)
+    if "%" in text or "|" in text or "=" in text:
+        text = text.replace("%", "%25").replace("|", "%7C").replace("=", "%3D")
+    return text
+
+
+def describe_exceeded(rule_id: str, spec: LimitSpec, state: CounterState, *,
+                      now: float) -> str:
+    """The message for a call that went over a limit, saying when it resets."""
+    unit = {"calls": "calls", "attempts": "attempts"}.get(
+        spec.kind, f"(sum of args.{'.'.join(spec.weight_path or ())})")
+    window = f" within {_span(spec.window)}" if spec.window else ""
+    text = (f"limit '{rule_id}' reached: {state.used:g} used of {spec.limit:g} {unit} "
+            f"{spec.scope()}{window}")
+    if state.reset_at is not None:
+        wait = max(0.0, state.reset_at - now)
+        stamp = time.strftime("%H:%M:%S UTC", time.gmtime(state.reset_at))
+        return f"{text}; it frees up at {stamp} (in {_span(wait)}). Wait or stop."
+    return f"{text}; it does not reset. Stop and tell the user."
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}".replace(".0 ", " ")
+    return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"

@@ -1,0 +1,452 @@
+"""Compiled rules, tool selectors, and the index that finds the rules that can match a tool."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+from callwarden._call import FrozenDict, ToolCall, freeze
+from callwarden._decision import Effect, Mode, Verdict
+from callwarden._profiles import ToolProfile
+from callwarden.conditions.base import Hit, Matcher, Subject
+from callwarden.engine.user import as_verdict
+
+__all__ = ["Plan", "Rewrite", "Rule", "RuleIndex", "Selector"]
+
+_GLOB_CHARS = frozenset("*?[")
+# Hit codes that mean "could not be analysed" rather than "matched".
+_UNCERTAIN = (".parse_error", ".invalid", ".opaque", ".incomplete", ".error")
+
+
+def is_glob(text: str) -> bool:
+    """True when ``text`` contains glob characters."""
+    return not _GLOB_CHARS.isdisjoint(text)
+
+
+def _glob_regex(patterns: Iterable[str]) -> re.Pattern[str] | None:
+    parts = [fnmatch.translate(p) for p in patterns]
+    return re.compile("|".join(f"(?:{p})" for p in parts)) if parts else None
+
+
+class _NameSet:
+    """Exact names plus globs, matched case-sensitively."""
+
+    __slots__ = ("_seen", "exact", "regex")
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self.exact = frozenset(p for p in patterns if not is_glob(p))
+        self.regex = _glob_regex(p for p in patterns if is_glob(p))
+        # Agents, principals and frameworks are few: remember the answer per name.
+        self._seen: dict[object, bool] = {}
+
+    def __contains__(self, value: object) -> bool:
+        try:
+            seen = self._seen.get(value)
+        except TypeError:  # unhashable: not a name
+            return False
+        if seen is not None:
+            return seen
+        answer = self._match(value)
+        if len(self._seen) >= 1024:
+            self._seen.clear()
+        with suppress(TypeError):  # unhashable: not a name anyway
+            self._seen[value] = answer
+        return answer
+
+    def _match(self, value: object) -> bool:
+        if value is None:
+            value = ""  # an absent agent/principal matches only "*"
+        if not isinstance(value, str):
+            return False
+        if value in self.exact:
+            return True
+        return self.regex is not None and self.regex.match(value) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """Which calls a rule is about: tool names/globs, kinds, side effects, agents, principals.
+
+    Tool, kind and side-effect constraints are static per tool name (used by the index);
+    agent, principal and framework are checked per call. Empty means "any".
+    """
+
+    tools: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    side_effects: tuple[str, ...] = ()
+    agents: tuple[str, ...] = ()
+    principals: tuple[str, ...] = ()
+    frameworks: tuple[str, ...] = ()
+
+    def static_match(self, profile: ToolProfile) -> bool:
+        """True when the rule can apply to this tool at all."""
+        if self.tools and profile.name not in _NameSet(self.tools):
+            return False
+        if self.kinds and not any(_kind_matches(k, profile.kind) for k in self.kinds):
+            return False
+        if self.side_effects:
+            effect = profile.side_effect.value if profile.side_effect else "unknown"
+            if effect not in self.side_effects:
+                return False
+        return True
+
+    def compile_dynamic(self) -> _DynamicCheck | None:
+        """Returns the per-call check for agent/principal/framework, or None when there is none."""
+        if not (self.agents or self.principals or self.frameworks):
+            return None
+        return _DynamicCheck(
+            _NameSet(self.agents) if self.agents else None,
+            _NameSet(self.principals) if self.principals else None,
+            _NameSet(self.frameworks) if self.frameworks else None,
+        )
+
+
+def _kind_matches(pattern: str, kind: str) -> bool:
+    # "file" selects "file.read" and "file.write"; "file.*" too.
+    if pattern == kind:
+        return True
+    if pattern.endswith(".*"):
+        pattern = pattern[:-2]
+    return kind.startswith(pattern + ".")
+
+
+class _DynamicCheck:
+    __slots__ = ("agents", "frameworks", "principals")
+
+    def __init__(self, agents: _NameSet | None, principals: _NameSet | None,
+                 frameworks: _NameSet | None) -> None:
+        self.agents = agents
+        self.principals = principals
+        self.frameworks = frameworks
+
+    def __call__(self, call: ToolCall) -> bool:
+        if self.agents is not None and call.agent not in self.agents:
+            return False
+        if self.principals is not None and call.principal not in self.principals:
+            return False
+        return self.frameworks is None or call.framework in self.frameworks
+
+
+class Rewrite:
+    """Argument rewriting of a ``modify`` rule: ``set`` values, ``cap`` numbers, ``unset`` keys.
+
+    Keys are dotted paths into nested arguments (``options.timeout``).
+    """
+
+    __slots__ = ("cap", "set", "unset")
+
+    def __init__(self, set: Mapping[str, Any] | None = None, unset: Sequence[str] = (),
+                 cap: Mapping[str, float] | None = None) -> None:
+        self.set = dict(set or {})
+        self.unset = tuple(unset)
+        self.cap = dict(cap or {})
+
+    def __bool__(self) -> bool:
+        return bool(self.set or self.unset or self.cap)
+
+    def apply(self, args: Mapping[str, Any]) -> tuple[FrozenDict, list[str]]:
+        """Returns the rewritten arguments and a description of each change."""
+        out: dict[str, Any] = _thaw_shallow(args)
+        changes: list[str] = []
+        for path, value in self.set.items():
+            _assign(out, path, value)
+            changes.append(f"set {path}")
+        for path, limit in self.cap.items():
+            current = _lookup(out, path)
+            if isinstance(current, int | float) and not isinstance(current, bool) and current > limit:
+                _assign(out, path, limit)
+                changes.append(f"capped {path} at {limit}")
+        for path in self.unset:
+            if _remove(out, path):
+                changes.append(f"removed {path}")
+        return freeze(out), changes
+
+
+def _thaw_shallow(args: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (_thaw_shallow(v) if isinstance(v, Mapping) else v) for k, v in args.items()}
+
+
+def _lookup(args: Mapping[str, Any], path: str) -> Any:
+    node: Any = args
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _assign(args: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    node = args
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[last] = value
+
+
+def _remove(args: dict[str, Any], path: str) -> bool:
+    *parents, last = path.split(".")
+    node: Any = args
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict) and last in node:
+        del node[last]
+        return True
+    return False
+
+
+class Rule:
+    """One compiled rule: a selector, conditions or a policy object, and what to do on a match.
+
+    A declarative rule applies its ``effect`` when every condition returns a Hit. A policy rule
+    (``use:`` or a Python policy) delegates to the policy object, which returns the verdict.
+    """
+
+    __slots__ = (
+        "_allow",
+        "conditions",
+        "dynamic",
+        "effect",
+        "external",
+        "id",
+        "limit",
+        "message",
+        "mode",
+        "needs_history",
+        "on_error",
+        "order",
+        "phase",
+        "policy",
+        "rewrite",
+        "selector",
+        "source",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        *,
+        effect: Effect = Effect.DENY,
+        selector: Selector | None = None,
+        conditions: Sequence[tuple[str, Matcher]] = (),
+        message: str | None = None,
+        mode: Mode | None = None,
+        on_error: Effect | None = None,
+        source: str | None = None,
+        policy: Any = None,
+        phase: str | None = None,
+        rewrite: Rewrite | None = None,
+        order: int = 0,
+        limit: Any = None,
+        on: str = "call",
+    ) -> None:
+        self.id = id
+        self.effect = effect
+        self._allow = effect is Effect.ALLOW
+        self.selector = selector or Selector()
+        self.dynamic = self.selector.compile_dynamic()
+        self.conditions = tuple(conditions)
+        self.message = message
+        self.mode = mode
+        self.on_error = on_error
+        self.source = source
+        self.policy = policy
+        self.rewrite = rewrite
+        self.order = order
+        #: A ``LimitSpec`` for limit rules (checked in the limit phase, after validation).
+        self.limit = limit
+        #: True when a condition reads the session history (the engine then loads it).
+        self.needs_history = any(getattr(c, "uses_history", False) for _, c in self.conditions)
+        if limit is not None:
+            phase = "limit"
+        if on == "output":
+            phase = "output"
+        if phase is None:
+            phase = getattr(policy, "phase", None) if policy is not None else None
+            phase = phase or ("mutate" if effect is Effect.MODIFY else "validate")
+        self.phase = phase
+        # Policy objects are user code: they run with a deadline on a worker thread unless
+        # they say they are fast and trusted.
+        self.external = policy is not None and getattr(policy, "isolated", True)
+
+    def __repr__(self) -> str:
+        return f"<Rule {self.id} {self.effect.value} at {self.source}>"
+
+    def applies(self, subject: Subject) -> bool:
+        """True when every condition holds (used by limit rules). Exceptions propagate."""
+        return all(condition(subject) is not None for _, condition in self.conditions)
+
+    def evaluate(self, subject: Subject) -> Verdict | None:
+        """Evaluates the rule inline. Exceptions propagate: the engine applies ``on_error``."""
+        if self.policy is not None:
+            return as_verdict(self.policy.evaluate(subject.call, subject))
+        hit: Hit | None = None
+        details: list[str] = []
+        for _key, condition in self.conditions:
+            hit = condition(subject)
+            if hit is None:
+                return None
+            if self._allow and hit.code.endswith(_UNCERTAIN):
+                # "Could not analyse" makes deny rules fire (fail closed); it must never make
+                # an allow rule fire, or uncertainty would open the door.
+                return None
+            details.append(hit.detail)
+        code = hit.code if hit is not None else "matched"
+        if self.effect is Effect.MODIFY:
+            args: Mapping[str, Any] | None = None
+            if self.rewrite:
+                args, changes = self.rewrite.apply(
+                    hit.args if hit is not None and hit.args is not None else subject.args
+                )
+                details.extend(changes)
+            elif hit is not None and hit.args is not None:
+                args = freeze(hit.args)
+            else:
+                # The rule matched but nothing says how to rewrite: never pass the call as is.
+                return Verdict(Effect.DENY, self.message, "modify_failed", None,
+                               "; ".join(details) or "the rewrite could not be computed")
+            if args == subject.args:
+                return None
+            return Verdict(Effect.MODIFY, self.message, "modified" if code == "matched" else code,
+                           args, "; ".join(details) or None)
+        return tuple.__new__(Verdict, (self.effect, self.message, code, None,
+                                       "; ".join(details) or None))
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The rules that can match one tool, split by phase, in policy order.
+
+    ``by_value`` holds validate rules whose only condition compares one argument with literal
+    values: ``(argument, {value: rules})``, so they cost one lookup whatever their number.
+    """
+
+    mutators: tuple[Rule, ...]
+    validators: tuple[Rule, ...]
+    by_value: tuple[tuple[str, dict[Any, tuple[Rule, ...]]], ...] = ()
+    profile: ToolProfile | None = None
+    limits: tuple[Rule, ...] = ()
+    history: bool = False
+    outputs: tuple[Rule, ...] = ()
+    external_validators: tuple[Rule, ...] = ()
+    #: Nothing to drive: no user policies, no rewrites, no limits (decided without a generator).
+    fast: bool = False
+
+    def validators_for(self, args: Mapping[str, Any]) -> Sequence[Rule]:
+        """The validate rules that can match these arguments."""
+        if not self.by_value:
+            return self.validators
+        found = list(self.validators)
+        for key, table in self.by_value:
+            value = args.get(key)
+            if value is None:
+                continue
+            try:
+                rules = table.get(value)
+            except TypeError:  # unhashable argument value: no literal can equal it
+                continue
+            if rules:
+                found.extend(rules)
+        return found
+
+
+def _value_index(rule: Rule) -> tuple[str, frozenset[Any]] | None:
+    if rule.policy is not None or rule.phase != "validate" or len(rule.conditions) != 1:
+        return None
+    return getattr(rule.conditions[0][1], "index_key", None)
+
+
+class RuleIndex:
+    """Finds the rules that can match a tool without looking at rules for other tools.
+
+    Rules are bucketed by exact tool name, by kind, by glob, or as "any tool"; a tool's plan is
+    built once from its buckets and cached (bounded), so a decision's cost does not grow with
+    rules written for other tools.
+    """
+
+    _MAX_CACHE = 4096
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self._by_name: dict[str, list[Rule]] = {}
+        self._by_kind: dict[str, list[Rule]] = {}
+        self._globbed: list[Rule] = []
+        self._any: list[Rule] = []
+        for rule in rules:
+            sel = rule.selector
+            if sel.tools:
+                names = [t for t in sel.tools if not is_glob(t)]
+                for name in names:
+                    self._by_name.setdefault(name, []).append(rule)
+                if len(names) != len(sel.tools):
+                    self._globbed.append(rule)
+            elif sel.kinds:
+                for kind in sel.kinds:
+                    root = kind[:-2] if kind.endswith(".*") else kind
+                    self._by_kind.setdefault(root, []).append(rule)
+            else:
+                self._any.append(rule)
+        self._cache: dict[str, Plan] = {}
+
+    def plan(self, profile: ToolProfile) -> Plan:
+        """Returns the plan for a tool (cached per tool name)."""
+        plan = self._cache.get(profile.name)
+        if plan is None or plan.profile is not profile:
+            plan = self._build(profile)
+            if len(self._cache) >= self._MAX_CACHE:
+                self._cache.clear()
+            self._cache[profile.name] = plan
+        return plan
+
+    def _build(self, profile: ToolProfile) -> Plan:
+        seen: dict[int, Rule] = {}
+        kind = profile.kind
+        candidates: list[Rule] = list(self._by_name.get(profile.name, ()))
+        candidates += self._by_kind.get(kind, ())
+        if "." in kind:
+            candidates += self._by_kind.get(kind.split(".", 1)[0], ())
+        candidates += self._globbed
+        candidates += self._any
+        for rule in candidates:
+            if id(rule) not in seen and rule.selector.static_match(profile):
+                seen[id(rule)] = rule
+        ordered = sorted(seen.values(), key=lambda r: r.order)
+        scanned: list[Rule] = []
+        tables: dict[str, dict[Any, list[Rule]]] = {}
+        for rule in ordered:
+            if rule.phase != "validate":
+                continue
+            key = _value_index(rule)
+            if key is None:
+                scanned.append(rule)
+                continue
+            table = tables.setdefault(key[0], {})
+            for value in key[1]:
+                table.setdefault(value, []).append(rule)
+        # Indexing pays off only when several rules share an argument.
+        by_value = []
+        for name, table in tables.items():
+            rules = {id(r): r for rs in table.values() for r in rs}
+            if len(rules) < 3:
+                scanned.extend(rules.values())
+            else:
+                by_value.append((name, {v: tuple(rs) for v, rs in table.items()}))
+        scanned.sort(key=lambda r: r.order)
+        return Plan(
+            tuple(r for r in ordered if r.phase == "mutate"),
+            tuple(scanned),
+            tuple(by_value),
+            profile,
+            tuple(r for r in ordered if r.phase == "limit"),
+            any(r.needs_history for r in ordered),
+            tuple(r for r in ordered if r.phase == "output"),
+            tuple(r for r in ordered if r.phase == "validate" and r.external),
+            not any(r.phase in ("mutate", "limit") or r.external or r.needs_history
+                    for r in ordered),
+        )
