@@ -8,13 +8,14 @@ from callwarden._call import FrozenDict, Opaque, ToolCall, freeze, thaw
 from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
 from callwarden._guard import Guard
 from callwarden._profiles import SideEffect, ToolProfile, default_profile
-from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
+from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
 from callwarden.engine.combine import FirstMatch, StrictestWins
 from callwarden.engine.user import Policy, load_object, policy
 from callwarden.exceptions import (
     ApprovalRequired,
     AuditError,
     CallwardenError,
+    ConfigError,
     InvalidCall,
     PolicyError,
     Problem,

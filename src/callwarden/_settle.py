@@ -31,10 +31,14 @@ from callwarden.approvals._approvers import (
     approver_name,
     ask_approver,
 )
-from callwarden.approvals._errors import ApprovalError, ApprovalInvalid, ApprovalPending
 from callwarden.approvals._records import ApprovalRequest, Grant, Status, decision_digest
-from callwarden.exceptions import AuditError
-from callwarden.state._base import StoreUnavailable
+from callwarden.exceptions import (
+    ApprovalError,
+    ApprovalInvalid,
+    ApprovalPending,
+    AuditError,
+    StoreUnavailable,
+)
 
 if TYPE_CHECKING:
     from callwarden._guard import Guard

@@ -1,14 +1,28 @@
-"""Every error callwarden raises.
+"""Every error callwarden raises: one tree under :class:`CallwardenError`.
 
 The hierarchy::
 
     CallwardenError
-    ├── PolicyError            a policy file or policy object is invalid (carries every problem)
-    ├── InvalidCall            a tool call cannot be snapshotted (cycle, too deep, not an object)
-    ├── AuditError             a required audit event could not be written in time
-    └── ToolDenied             ``run`` / ``protect`` refused to execute a tool (carries the decision)
-        ├── ApprovalRequired   the decision was ``ask`` and nobody approved it
-        └── RunHalted          the decision was ``halt``: stop the whole agent run
+    ├── PolicyError              a policy file or policy object is invalid (carries every problem)
+    ├── ConfigError              one setting is invalid (a condition's config, a list, a sink);
+    │   │                        also a ValueError. The loader turns it into a PolicyError line
+    │   └── UnknownDetector      a secret/PII detector name is unknown (analysis.detectors)
+    ├── InvalidCall              a tool call cannot be snapshotted (cycle, too deep, not an object)
+    ├── InvalidResult            a policy returned something that is not a verdict (also TypeError)
+    ├── CelError                 a CEL condition could not be evaluated for a call
+    ├── InvalidUrl               a URL that cannot be analysed safely (also ValueError)
+    ├── StoreUnavailable         the state store cannot be read or written right now
+    ├── AuditError               a required audit event could not be written in time
+    ├── ApprovalError            an approval operation was refused (``code`` says which)
+    │   ├── ApprovalInvalid      not found, expired, not approved, used, denied, another call
+    │   └── ApprovalRefused      this person may not resolve this request
+    └── ToolDenied               ``run`` / ``protect`` refused to execute a tool (carries the decision)
+        ├── ApprovalRequired     the decision was ``ask`` and nobody approved it
+        │   └── ApprovalPending  the call waits for a person; resume with ``request_id``
+        └── RunHalted            the decision was ``halt``: stop the whole agent run
+
+Internal signals (a parse that gives up, a late store reply) derive from
+``CallwardenError`` too, so ``except CallwardenError`` sees everything callwarden raises.
 
 ``check`` never raises for a bad call: it returns a ``deny`` decision whose reason says why.
 """
@@ -22,13 +36,22 @@ if TYPE_CHECKING:
     from callwarden._decision import Decision
 
 __all__ = [
+    "ApprovalError",
+    "ApprovalInvalid",
+    "ApprovalPending",
+    "ApprovalRefused",
     "ApprovalRequired",
     "AuditError",
     "CallwardenError",
+    "CelError",
+    "ConfigError",
     "InvalidCall",
+    "InvalidResult",
+    "InvalidUrl",
     "PolicyError",
     "Problem",
     "RunHalted",
+    "StoreUnavailable",
     "ToolDenied",
 ]
 
@@ -69,6 +92,20 @@ class PolicyError(CallwardenError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+class ConfigError(CallwardenError, ValueError):
+    """One setting is invalid. ``key`` is the sub-key at fault, if any; ``hint`` how to fix it.
+
+    A condition factory raises it for a bad config; the loader turns it into a
+    :class:`PolicyError` naming the file, line and key.
+    """
+
+    def __init__(self, message: str, *, key: str | int | None = None,
+                 hint: str | None = None) -> None:
+        self.key = key
+        self.hint = hint
+        super().__init__(message)
+
+
 class InvalidCall(CallwardenError):
     """A tool call's arguments cannot be snapshotted safely."""
 
@@ -77,8 +114,64 @@ class InvalidCall(CallwardenError):
         super().__init__(message)
 
 
+class InvalidResult(CallwardenError, TypeError):
+    """A policy returned something that is not a verdict."""
+
+
+class CelError(CallwardenError, RuntimeError):
+    """A CEL condition could not be evaluated for a call (missing key, type mismatch, ...).
+
+    The engine turns it into the rule's ``on_error`` effect (deny by default, reason code
+    ``policy_error``). ``expression`` is the condition's source.
+    """
+
+    code = "policy_error"
+
+    def __init__(self, message: str, *, expression: str) -> None:
+        self.expression = expression
+        super().__init__(message)
+
+
+class InvalidUrl(CallwardenError, ValueError):
+    """A URL that cannot be analysed, or that different parsers would read differently."""
+
+
+class StoreUnavailable(CallwardenError):
+    """The state store cannot be read or written right now (down, locked, too slow).
+
+    Callers must treat it as "limit unknown" and fail closed. The store object stays usable:
+    the next call tries again.
+    """
+
+
 class AuditError(CallwardenError):
     """A required audit event could not be written in time; the call must not proceed."""
+
+
+class ApprovalError(CallwardenError):
+    """An approval operation was refused. ``code`` is stable, ``message`` says why."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(f"{message} [{code}]")
+
+
+class ApprovalInvalid(ApprovalError):
+    """The approval cannot be used or resolved in its current state.
+
+    Codes: ``approval_not_found``, ``approval_expired``, ``approval_not_approved``,
+    ``approval_already_used``, ``approval_mismatch``, ``approval_denied``,
+    ``approval_already_resolved``, ``grant_not_found``.
+    """
+
+
+class ApprovalRefused(ApprovalError):
+    """This person may not resolve this request.
+
+    Codes: ``self_approval`` (the agent or principal that made the call), ``not_an_approver``
+    (outside the allowlist), ``approver_required`` (no name given).
+    """
 
 
 class ToolDenied(CallwardenError):
@@ -91,6 +184,20 @@ class ToolDenied(CallwardenError):
 
 class ApprovalRequired(ToolDenied):
     """The call needs a human's approval and none was given."""
+
+
+class ApprovalPending(ApprovalRequired):
+    """The call waits for a human's decision; ``request_id`` names the request to resume with.
+
+    A framework pauses the run, and later calls the guard again with
+    ``approval_id=request_id``: the exact approved call then runs once.
+    """
+
+    def __init__(self, decision: Decision, request_id: str) -> None:
+        super().__init__(decision)
+        self.request_id = request_id
+        self.args = (f"{decision.message} Approval request {request_id} is pending; resume "
+                     f"with approval_id={request_id!r} once it is approved.",)
 
 
 class RunHalted(ToolDenied):

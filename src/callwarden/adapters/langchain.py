@@ -39,7 +39,7 @@ from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
 from callwarden._enforce import Enforcer, describe_refusal
 from callwarden.approvals import ApprovalError, ApprovalInvalid, ApprovalPending
-from callwarden.exceptions import RunHalted
+from callwarden.exceptions import CallwardenError, RunHalted
 
 __all__ = ["CallwardenMiddleware", "GraphRunHalted", "atool_call_wrapper", "tool_call_wrapper"]
 
@@ -258,7 +258,7 @@ def _effective(decision: Decision, request: ToolCallRequest) -> ToolCallRequest:
     raise _Refused(decision)
 
 
-class _Refused(Exception):
+class _Refused(CallwardenError):
     """A deny decision on its way to becoming the model's ToolMessage."""
 
     def __init__(self, decision: Decision) -> None:

@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from callwarden.exceptions import CallwardenError, ConfigError
+
 __all__ = [
     "DEFAULT_REPLACEMENT",
     "DETECTORS",
@@ -149,7 +151,7 @@ class Findings(list[Finding]):
 Finder = Callable[[str], Iterable[Span]]
 
 
-class _TooManyCandidates(Exception):
+class _TooManyCandidates(CallwardenError):
     """A detector gave up on hostile text after MAX_CANDIDATES candidate matches."""
 
 
@@ -1206,7 +1208,7 @@ FAMILIES: Mapping[str, tuple[str, ...]] = _families()
 """Group names (``aws``, ``github``, ``generic``, ``cloud``, ``secret``, ``pii`` ...) -> names."""
 
 
-class UnknownDetector(ValueError):
+class UnknownDetector(ConfigError):
     """A detector or family name is not known; ``suggestion`` is the closest known name."""
 
     def __init__(self, name: str) -> None:
@@ -1215,7 +1217,7 @@ class UnknownDetector(ValueError):
         self.name = name
         self.suggestion = close[0] if close else None
         hint = f"; did you mean {self.suggestion!r}?" if self.suggestion else ""
-        super().__init__(f"unknown detector {name!r}{hint}")
+        super().__init__(f"unknown detector {name!r}{hint}", key=name)
 
 
 def _expand(names: Iterable[str]) -> list[str]:

@@ -21,12 +21,6 @@ from callwarden.approvals._approvers import (
     TerminalApprover,
 )
 from callwarden.approvals._config import ApprovalSettings, parse_config
-from callwarden.approvals._errors import (
-    ApprovalError,
-    ApprovalInvalid,
-    ApprovalPending,
-    ApprovalRefused,
-)
 from callwarden.approvals._records import (
     ApprovalRequest,
     Grant,
@@ -35,6 +29,12 @@ from callwarden.approvals._records import (
     Status,
     call_digest,
     decision_digest,
+)
+from callwarden.exceptions import (
+    ApprovalError,
+    ApprovalInvalid,
+    ApprovalPending,
+    ApprovalRefused,
 )
 
 __all__ = [

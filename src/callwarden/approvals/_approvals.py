@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from callwarden._decision import Effect
 from callwarden._flow import Flow, Step, adrive, drive, sleep
 from callwarden._jsonsafe import json_safe
-from callwarden.approvals._errors import ApprovalInvalid, ApprovalRefused
 from callwarden.approvals._records import (
     ApprovalRequest,
     Grant,
@@ -30,6 +29,7 @@ from callwarden.approvals._records import (
     allowlist,
     decision_digest,
 )
+from callwarden.exceptions import ApprovalInvalid, ApprovalRefused
 
 if TYPE_CHECKING:
     from callwarden._decision import Decision

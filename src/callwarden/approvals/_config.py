@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from callwarden._units import parse_duration
-from callwarden.conditions.base import ConfigError
+from callwarden.exceptions import ConfigError
 
 __all__ = ["DEFAULT_STATE_URL", "ApprovalSettings", "parse_config", "state_url_from_policy"]
 

@@ -33,7 +33,7 @@ from callwarden.analysis.detectors import UnknownDetector
 from callwarden.audit._auditor import Auditor
 from callwarden.audit._redact import Redactor
 from callwarden.audit._sinks import CallableSink, JsonlSink, SQLiteSink, StdoutSink
-from callwarden.conditions.base import ConfigError
+from callwarden.exceptions import ConfigError
 
 __all__ = ["auditor_from_config", "parse_size"]
 

@@ -57,9 +57,7 @@ def add_approvals_parser(sub: Any) -> None:
 
 def run_approvals(args: argparse.Namespace, out: TextIO) -> int:
     """Runs one ``approvals`` action; returns the exit code."""
-    from callwarden.approvals._errors import ApprovalError
-    from callwarden.conditions.base import ConfigError
-    from callwarden.state import StoreUnavailable
+    from callwarden.exceptions import ApprovalError, ConfigError, StoreUnavailable
 
     try:
         approvals = _open(args)

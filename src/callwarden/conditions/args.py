@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from callwarden._call import FrozenDict
-from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Matcher, Subject, register_condition
+from callwarden.conditions.base import CompileEnv, Hit, Matcher, Subject, register_condition
 from callwarden.engine.rules import is_glob
+from callwarden.exceptions import ConfigError
 
 __all__ = ["ArgsMatcher", "compile_permission_pattern"]
 

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, Protocol
 
 from callwarden._call import ToolCall
 from callwarden._profiles import ToolProfile
+from callwarden.exceptions import ConfigError
 
 __all__ = [
     "CompileEnv",
@@ -37,15 +38,6 @@ __all__ = [
     "get_condition",
     "register_condition",
 ]
-
-
-class ConfigError(ValueError):
-    """A matcher's configuration is invalid. ``key`` is the sub-key at fault, if any."""
-
-    def __init__(self, message: str, *, key: str | int | None = None, hint: str | None = None):
-        self.key = key
-        self.hint = hint
-        super().__init__(message)
 
 
 class Subject:

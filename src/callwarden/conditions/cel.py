@@ -27,7 +27,8 @@ from fractions import Fraction
 from pathlib import PurePath
 from typing import Any, NamedTuple
 
-from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
+from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
+from callwarden.exceptions import CelError, ConfigError
 
 __all__ = ["CelCondition", "CelError"]
 
@@ -66,20 +67,6 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE,
 )
-
-
-class CelError(RuntimeError):
-    """A CEL condition could not be evaluated for a call (missing key, type mismatch, ...).
-
-    The engine turns it into the rule's ``on_error`` effect (deny by default, reason code
-    ``policy_error``). ``expression`` is the condition's source.
-    """
-
-    code = "policy_error"
-
-    def __init__(self, message: str, *, expression: str) -> None:
-        self.expression = expression
-        super().__init__(message)
 
 
 class _Token(NamedTuple):

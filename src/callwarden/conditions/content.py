@@ -37,7 +37,8 @@ from callwarden.analysis.detectors import (
     scan_value,
     select_detectors,
 )
-from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
+from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
+from callwarden.exceptions import ConfigError
 
 __all__ = ["ContentMatcher", "SecretsMatcher"]
 

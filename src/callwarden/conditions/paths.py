@@ -37,6 +37,7 @@ from callwarden.conditions.base import (
     config_str_list,
     register_condition,
 )
+from callwarden.exceptions import CallwardenError
 
 __all__ = [
     "CanonicalPath",
@@ -110,7 +111,7 @@ class CanonicalPath:
     error: str | None = None
 
 
-class _Unresolved(ValueError):
+class _Unresolved(CallwardenError, ValueError):
     pass
 
 

@@ -33,6 +33,7 @@ from callwarden.conditions.base import (
     config_str_list,
     register_condition,
 )
+from callwarden.exceptions import InvalidUrl
 
 __all__ = ["InvalidUrl", "UrlInfo", "UrlMatcher", "analyze_url", "find_urls"]
 
@@ -71,10 +72,6 @@ _IP_IN_NAME_ENDINGS = tuple("." + s for s in _IP_IN_NAME_SERVICES)
 # Cloud metadata addresses outside the link-local range.
 _METADATA_IPS = frozenset({ipaddress.ip_address("100.100.100.200"),
                            ipaddress.ip_address("fd00:ec2::254")})
-
-
-class InvalidUrl(ValueError):
-    """A URL that cannot be analysed, or that different parsers would read differently."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,8 @@ from callwarden.conditions.base import Subject
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
 from callwarden.engine.limits import describe_exceeded
 from callwarden.engine.rules import Plan, Rule, RuleIndex, _NameSet, is_glob
-from callwarden.engine.user import FunctionPolicy, InvalidResult, as_verdict
+from callwarden.engine.user import FunctionPolicy, as_verdict
+from callwarden.exceptions import InvalidResult
 from callwarden.state._base import Counter, HistoryEntry
 
 __all__ = ["Engine", "OutputCheck", "PolicyStep", "Settings", "StoreFailure", "StoreStep", "run_policy_async",
@@ -154,10 +155,6 @@ class Settings:
     on_error: Effect = Effect.DENY
     timeout: float = 1.0
     name: str | None = None
-
-
-class _ErrorVerdict(Exception):
-    """Carries the verdict for a rule that failed."""
 
 
 class Engine:

@@ -24,7 +24,7 @@ from typing import Any
 
 from callwarden._call import ToolCall
 from callwarden._units import parse_duration
-from callwarden.conditions.base import ConfigError
+from callwarden.exceptions import ConfigError
 from callwarden.state import Counter, CounterState
 
 __all__ = ["MAX_WINDOW", "PER_FIELDS", "LimitSpec", "describe_exceeded"]

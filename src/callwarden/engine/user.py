@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from callwarden._decision import Decision, Effect, Verdict
+from callwarden.exceptions import InvalidResult
 
 __all__ = [
     "AsyncPolicy",
@@ -126,10 +127,6 @@ def _run_coroutine(awaitable: Any) -> Any:
         return await awaitable
 
     return asyncio.run(runner())
-
-
-class InvalidResult(TypeError):
-    """A policy returned something that is not a verdict."""
 
 
 def as_verdict(result: Any) -> Verdict | None:

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from callwarden.conditions.base import CompileEnv, ConfigError
+from callwarden.conditions.base import CompileEnv
+from callwarden.exceptions import ConfigError
 
 __all__ = ["NamedList", "load_lists", "read_list_file", "resolve_items"]
 

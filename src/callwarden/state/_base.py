@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from callwarden.exceptions import StoreUnavailable
+
 if TYPE_CHECKING:
     from callwarden.state._history import SessionHistory
 
@@ -58,14 +60,6 @@ DEFAULT_IDLE_TTL = 7 * 86400.0
 
 RAN_EFFECTS = frozenset({"allow", "modify", "approved"})
 """Recorded effects of calls that ran: what ``history.tools`` counts."""
-
-
-class StoreUnavailable(Exception):
-    """The state store cannot be read or written right now (down, locked, too slow).
-
-    Callers must treat it as "limit unknown" and fail closed. The store object stays usable:
-    the next call tries again.
-    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from contextlib import contextmanager, suppress
 from time import perf_counter as _perf
 from typing import Any, TypeVar
 
+from callwarden.exceptions import CallwardenError
 from callwarden.state._base import (
     DEFAULT_IDLE_TTL,
     Counter,
@@ -429,7 +430,7 @@ class SQLiteStore(StateStore):
             self._conn = None
 
 
-class _LateError(Exception):
+class _LateError(CallwardenError):
     """The deadline passed while the transaction waited for the write lock."""
 
 

@@ -21,6 +21,7 @@ from callwarden.analysis.shell._words import (
     escape_literal,
     finalize_word,
 )
+from callwarden.exceptions import CallwardenError
 
 MAX_OPS = 200_000
 MAX_FIELDS = 20_000
@@ -39,7 +40,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TILDE = re.compile(r"~([A-Za-z_][A-Za-z0-9_.-]*|\+)?(?=[/:]|$)")
 
 
-class _TooComplex(Exception):
+class _TooComplex(CallwardenError):
     """The analysis ran out of its work budget (an adversarial or absurd command)."""
 
 
