@@ -19,7 +19,8 @@ from typing import Any, NamedTuple
 from callwarden.exceptions import InvalidCall
 
 __all__ = [
-    "MAX_ARG_DEPTH", "FrozenDict", "Opaque", "ToolCall", "freeze", "freeze_args", "new_id",
+    "MAX_ARG_DEPTH", "FrozenDict", "Opaque", "ToolCall", "freeze", "freeze_args", "freeze_call_args",
+    "new_id",
     "parse_args", "snapshot", "thaw",
 ]
 
@@ -173,6 +174,18 @@ def _freeze(value: Any, depth: int, max_depth: int, path: set[int]) -> Any:
         return Opaque(value)
     finally:
         path.discard(ident)
+
+
+def freeze_call_args(args: Any) -> FrozenDict:
+    """Freezes arguments given as a mapping or a JSON object string (``parse_args``).
+
+    Raises:
+        InvalidCall: not a JSON object, a cycle, or nesting too deep.
+    """
+    frozen = freeze(parse_args(args))
+    if type(frozen) is not FrozenDict:  # a Mapping subclass whose items() lie
+        raise InvalidCall("arguments must be a JSON object (a mapping)", code="args_not_object")
+    return frozen
 
 
 def thaw(value: Any) -> Any:

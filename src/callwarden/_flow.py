@@ -1,9 +1,14 @@
-"""One source of truth, two drivers: approval logic is written once as generators.
+"""One source of truth, two drivers: logic that waits on I/O is written once, as a generator.
 
-A flow yields :class:`Step` values (a store read, a sleep, a question to an approver, a policy
-check), each carrying its sync and its async twin; :func:`drive` runs them synchronously,
-:func:`adrive` awaits them. An exception raised by a step is thrown back into the flow, which
-may handle it. That is the shape of the engine's decision flow and of httpx's ``auth_flow``.
+A flow is a generator that yields *steps* — a user policy to run under the deadline, a
+state-store read, a sleep, a question to an approver, a re-check of an edited call — and gets
+each step's result sent back. A step carries its synchronous and its asynchronous twin
+(``run()`` / ``arun()``); :func:`drive` runs a flow synchronously, :func:`adrive` awaits it. An
+exception a step raises is thrown back into the flow, which may handle it.
+
+The decision engine, the approvals store and what an ``ask`` becomes (``_settle``) are all
+written this way: httpx's ``auth_flow`` + ``sync_auth_flow`` / ``async_auth_flow`` shape,
+never a hand-copied async twin.
 """
 
 from __future__ import annotations
@@ -11,23 +16,39 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
-__all__ = ["Flow", "Step", "adrive", "drive", "sleep"]
+__all__ = ["Flow", "Step", "Stepping", "adrive", "drive", "sleep"]
 
 T = TypeVar("T")
 
 
+class Stepping(Protocol):
+    """What a flow yields: an operation with a synchronous and an asynchronous twin."""
+
+    def run(self) -> Any: ...
+
+    def arun(self) -> Awaitable[Any]: ...
+
+
 class Step(NamedTuple):
-    """One operation of a flow, with its sync and async twins and their arguments."""
+    """A step made of two plain callables (``sync(*args, **kwargs)`` and its async twin)."""
 
     sync: Callable[..., Any]
     async_: Callable[..., Awaitable[Any]]
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = {}  # noqa: RUF012 - never mutated
 
+    def run(self) -> Any:
+        """Runs the synchronous twin."""
+        return self.sync(*self.args, **self.kwargs)
 
-Flow = Generator[Step, Any, T]
+    def arun(self) -> Awaitable[Any]:
+        """Starts the asynchronous twin (the driver awaits it)."""
+        return self.async_(*self.args, **self.kwargs)
+
+
+Flow = Generator[Stepping, Any, T]
 
 
 def drive(flow: Flow[T]) -> T:
@@ -36,7 +57,7 @@ def drive(flow: Flow[T]) -> T:
         step = next(flow)
         while True:
             try:
-                result = step.sync(*step.args, **step.kwargs)
+                result = step.run()
             except Exception as exc:
                 step = flow.throw(exc)
             else:
@@ -51,7 +72,7 @@ async def adrive(flow: Flow[T]) -> T:
         step = next(flow)
         while True:
             try:
-                result = await step.async_(*step.args, **step.kwargs)
+                result = await step.arun()
             except Exception as exc:
                 step = flow.throw(exc)
             else:

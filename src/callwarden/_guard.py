@@ -11,8 +11,9 @@ from typing import Any, TypeVar
 
 from callwarden._call import FrozenDict, ToolCall, new_id, snapshot, thaw
 from callwarden._decision import Decision, Effect, Mode, Reason
+from callwarden._flow import Flow, drive
 from callwarden._profiles import ToolProfile
-from callwarden.engine.engine import Engine, Flow, OutputCheck
+from callwarden.engine import Engine, OutputCheck
 from callwarden.exceptions import (
     ApprovalRequired,
     AuditError,
@@ -191,7 +192,7 @@ class Guard:
 
     def _flow(self, tool: Any, args: Any, call_id: str | None, agent: str | None,
               session: str | None, principal: str | None, framework: str | None,
-              context: Mapping[str, Any] | None, extra: dict[str, Any]) -> Flow | Decision:
+              context: Mapping[str, Any] | None, extra: dict[str, Any]) -> Flow[Decision] | Decision:
         """Snapshots the call and starts its decision flow (or returns the input's deny)."""
         started = _perf()
         decision_id = new_id()
@@ -235,7 +236,7 @@ class Guard:
                 except AuditError as e:
                     return _audit_failed(decision, e)
             return decision
-        decided = _drive(self._engine.flow(call, started, decision_id))
+        decided = drive(self._engine.flow(call, started, decision_id))
         if self._auditor is not None:
             try:
                 self._auditor.decision(decided)
@@ -267,7 +268,7 @@ class Guard:
 
     def _count_approved(self, decision: Decision) -> Decision:
         """Counts an approved call against its limits (see ``Engine.count_approved``)."""
-        return _drive(self._engine.count_approved(decision))
+        return drive(self._engine.count_approved(decision))
 
     async def _acount_approved(self, decision: Decision) -> Decision:
         """Async twin of ``_count_approved``."""
@@ -445,17 +446,6 @@ class Guard:
             return wrapper  # type: ignore[return-value]
 
         return decorate(fn) if fn is not None else decorate
-
-
-def _drive(flow: Flow) -> Decision:
-    """Runs a decision flow synchronously: each step under its deadline."""
-    try:
-        step = next(flow)
-        while True:
-            step = flow.send(step.run())
-    except StopIteration as done:
-        decided: Decision = done.value
-    return decided
 
 
 _POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY

@@ -205,7 +205,7 @@ def _build_sink(kind: str, options: dict[str, Any], path: Key, base_dir: Path) -
     if not isinstance(target, str):
         raise _error((*path, kind), "must name a function or sink class as 'module:name'",
                      "e.g. {callable: mypackage.audit:ship}")
-    from callwarden.engine.user import load_object
+    from callwarden.policyfile.providers import load_object
 
     obj = load_object(target, base_dir=base_dir)
     if isinstance(obj, type):
@@ -256,7 +256,7 @@ def _redactor(raw: Any, path: Key, base_dir: Path) -> Redactor | None:
     if "callback" in raw:
         if not isinstance(raw["callback"], str):
             raise _error((*path, "callback"), "must name a function as 'module:name'")
-        from callwarden.engine.user import load_object
+        from callwarden.policyfile.providers import load_object
 
         try:
             kwargs["callback"] = load_object(raw["callback"], base_dir=base_dir)

@@ -1,6 +1,6 @@
 """The decision engine: one decision flow, driven synchronously or asynchronously.
 
-``_Engine.flow`` is a generator holding the whole decision logic (mutate phase, validate phase,
+``Engine.flow`` is a generator holding the whole decision logic (mutate phase, validate phase,
 combination, default, observe mode, approvals profile, deadline). Built-in rules are evaluated
 inline; each rule backed by user code is *yielded* to the driver, which runs it with the
 deadline — on a worker thread for ``check``, awaited for ``acheck`` — and sends the verdict back.
@@ -9,35 +9,29 @@ That is httpx's ``auth_flow`` shape: one source of truth, two thin drivers.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import inspect
 import time
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from callwarden._call import FrozenDict, ToolCall
+from callwarden._call import FrozenDict, ToolCall, freeze_call_args
 from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
+from callwarden._flow import Flow
+from callwarden._messages import decision_message
 from callwarden._profiles import ToolProfile, default_profile
 from callwarden.conditions.base import Subject
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
 from callwarden.engine.limits import describe_exceeded
+from callwarden.engine.output import OutputCheck, check_output
 from callwarden.engine.rules import Plan, Rule, RuleIndex, _NameSet, is_glob
-from callwarden.engine.user import FunctionPolicy, as_verdict
+from callwarden.engine.steps import PolicyStep, StoreFailure, StoreStep
 from callwarden.exceptions import InvalidResult
 from callwarden.state._base import Counter, HistoryEntry
 
-__all__ = ["Engine", "OutputCheck", "PolicyStep", "Settings", "StoreFailure", "StoreStep", "run_policy_async",
-           "run_policy_sync"]
+__all__ = ["Engine", "Settings"]
 
 _perf = time.perf_counter
 _new = tuple.__new__  # NamedTuple's generated __new__ is a Python call; this is not
-
-# Worker threads for user policies. A policy that hangs keeps its thread; the decision does
-# not wait for it past the deadline.
-_EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=32,
-                                                  thread_name_prefix="callwarden-policy")
 
 _NO_LIMIT = 1e300  # the limit of a counter a person approved going over: counted, never hit
 _LAST = 1 << 30  # order of entries that belong to no rule (deadline, state store)
@@ -56,93 +50,6 @@ def _decides(entry: Entry) -> bool:
     if not entry.decisive or verdict.effect is Effect.MODIFY:
         return False
     return not (verdict.effect is Effect.ALLOW and verdict.code in _FAILURE_CODES)
-
-
-class OutputCheck(NamedTuple):
-    """What the output rules decided about a tool's result.
-
-    ``output`` is what the model should see: the result (allow), the redacted or cut result
-    (modify), or a message in its place (deny); for halt the run must stop.
-    """
-
-    effect: Effect
-    output: Any
-    rule: str | None
-    source: str | None
-    message: str
-    reasons: tuple[Reason, ...]
-
-
-class PolicyStep:
-    """A user policy the driver must run under the deadline."""
-
-    __slots__ = ("deadline", "engine", "rule", "subject")
-
-    def __init__(self, engine: Engine, rule: Rule, subject: Subject, deadline: float) -> None:
-        self.engine = engine
-        self.rule = rule
-        self.subject = subject
-        self.deadline = deadline
-
-    def run(self) -> Verdict | None:
-        return run_policy_sync(self.engine, self.rule, self.subject, self.deadline)
-
-    async def arun(self) -> Verdict | None:
-        return await run_policy_async(self.engine, self.rule, self.subject, self.deadline)
-
-
-class StoreFailure:
-    """What a store step returns instead of raising: the flow turns it into ``on_error``."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-    def __str__(self) -> str:
-        return f"{type(self.error).__name__}: {self.error}" if str(self.error) else \
-            type(self.error).__name__
-
-
-class StoreStep:
-    """A state-store operation with sync and async twins; failures are returned, not raised."""
-
-    __slots__ = ("afn", "args", "deadline", "fn", "kwargs")
-
-    def __init__(self, fn: Any, afn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                 deadline: float) -> None:
-        self.fn = fn
-        self.afn = afn
-        self.args = args
-        self.kwargs = kwargs
-        self.deadline = deadline
-
-    def run(self) -> Any:
-        # The store bounds its own waits by the deadline (passed in kwargs) and writes
-        # nothing once it has passed.
-        if _perf() > self.deadline:
-            return StoreFailure(TimeoutError("the deadline passed before the state store was "
-                                             "reached"))
-        try:
-            return self.fn(*self.args, **self.kwargs)
-        except Exception as e:  # StoreUnavailable, or a store bug: both fail closed
-            return StoreFailure(e)
-
-    async def arun(self) -> Any:
-        remaining = self.deadline - _perf()
-        if remaining <= 0:
-            return StoreFailure(TimeoutError("the deadline passed before the state store was "
-                                             "reached"))
-        try:
-            return await asyncio.wait_for(self.afn(*self.args, **self.kwargs), remaining)
-        except TimeoutError:
-            return StoreFailure(TimeoutError("the state store did not answer within the deadline"))
-        except Exception as e:
-            return StoreFailure(e)
-
-
-Step = PolicyStep | StoreStep
-Flow = Generator[Step, Any, Decision]
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +157,7 @@ class Engine:
         self._validate(plan, call, subject, entries, None)
         return self._decide(call, call, profile, entries, started, decision_id)
 
-    def flow(self, call: ToolCall, started: float, decision_id: str) -> Flow:
+    def flow(self, call: ToolCall, started: float, decision_id: str) -> Flow[Decision]:
         """Decides ``call``; yields the steps (user policies, store operations) that the
         driver must run, synchronously or asynchronously, under the deadline."""
         settings = self.settings
@@ -406,7 +313,7 @@ class Engine:
         effect = chosen.verdict.effect if chosen is not None else self._default_effect
         return Effect.MODIFY if effect is Effect.ALLOW and modified else effect
 
-    def count_approved(self, decision: Decision) -> Flow:
+    def count_approved(self, decision: Decision) -> Flow[Decision]:
         """Counts a call a person approved (or a remembered grant allowed) against its limits.
 
         At ``ask`` time limits are only checked (an exceeded one is stricter than the ask and
@@ -480,7 +387,8 @@ class Engine:
         text = verdict.detail or verdict.message or entry.rule
         reason = Reason(verdict.code or "limit.exceeded", text, entry.rule)
         match = RuleMatch(entry.rule, entry.source, effect, entry.mode, reason.code, text)
-        message = _message(effect, decision.call.tool, entry, (reason,))
+        message = decision_message(effect, decision.call.tool, entry.rule,
+                                   entry.verdict.message, (reason,))
         return decision._replace(effect=effect, args=decision.call.args,
                                  reasons=(reason, *decision.reasons), rule=entry.rule,
                                  source=entry.source, matched=(*decision.matched, match),
@@ -492,7 +400,7 @@ class Engine:
         if rule.policy is None and type(verdict.args) is FrozenDict:
             return verdict  # built-in rewrites are frozen already
         try:
-            return verdict._replace(args=_freeze(verdict.args))
+            return verdict._replace(args=freeze_call_args(verdict.args))
         except Exception as e:  # InvalidCall, or a mapping whose items() raise
             return self.error_verdict(rule, InvalidResult(
                 f"returned arguments that cannot be used: {str(e) or type(e).__name__}"))
@@ -523,56 +431,8 @@ class Engine:
             entries.sort(key=_by_order)  # indexed rules were evaluated out of policy order
 
     def check_output(self, decision: Decision, result: Any) -> OutputCheck | None:
-        """Applies the output rules for the decided call to what the tool returned.
-
-        The output is seen by conditions as ``args.output``. Returns None when no output rule
-        exists for the tool (nothing to do), else the effect (allow, modify, deny, halt), the
-        output to hand to the model, and the deciding rule. Fails closed like decisions do.
-        """
-        call = decision.call
-        profile = self._profile_cache.get(call.tool) or self.profile(call.tool)
-        plan = self._index.plan(profile)
-        if not plan.outputs:
-            return None
-        try:
-            seen = call.replace_args(_freeze({"output": result}))
-        except Exception as e:  # a cyclic or absurdly deep result
-            return OutputCheck(self.settings.on_error, None, "output", None,
-                               f"The output of '{call.tool}' was withheld: {e}.",
-                               (Reason("output_invalid", str(e), "output"),))
-        subject = Subject(seen, profile)
-        chosen: tuple[Rule, Verdict] | None = None
-        modified: tuple[Rule, Verdict] | None = None
-        for rule in plan.outputs:
-            if rule.dynamic is not None and not rule.dynamic(call):
-                continue
-            verdict = self._inline(rule, subject)
-            if verdict is None or (rule.mode or self.settings.mode) is Mode.OBSERVE:
-                continue
-            if verdict.effect is Effect.MODIFY and verdict.args is not None:
-                seen = seen.replace_args(verdict.args)  # type: ignore[arg-type]
-                subject = Subject(seen, profile)
-                modified = modified or (rule, verdict)
-            elif verdict.effect is not Effect.ALLOW and (
-                    chosen is None or verdict.effect.strictness > chosen[1].effect.strictness):
-                chosen = (rule, verdict)
-        if chosen is not None:
-            rule, verdict = chosen
-            text = verdict.message or (
-                f"The output of '{call.tool}' was withheld by policy rule '{rule.id}': "
-                f"{verdict.detail or 'blocked'}.")
-            return OutputCheck(verdict.effect, text if verdict.effect is Effect.DENY else None,
-                               rule.id, rule.source, text,
-                               (Reason(verdict.code or "output.denied", verdict.detail or text,
-                                       rule.id),))
-        if modified is not None:
-            rule, verdict = modified
-            from callwarden._call import thaw
-
-            return OutputCheck(Effect.MODIFY, thaw(seen.args.get("output")), rule.id,
-                               rule.source, verdict.message or "",
-                               (Reason(verdict.code or "modified", verdict.detail or "", rule.id),))
-        return OutputCheck(Effect.ALLOW, result, None, None, "", ())
+        """Applies the output rules to a tool's result (see :func:`~.output.check_output`)."""
+        return check_output(self, decision, result)
 
     def _preliminary(self, entries: list[Entry]) -> Effect:
         """The effect the entries so far decide (before limits)."""
@@ -668,12 +528,15 @@ class Engine:
         )
         return Decision(
             effect, call, args, reasons, rule_id, source, matched,
-            _message(effect, call.tool, chosen, reasons), settings.mode, would, decision_id,
+            decision_message(effect, call.tool, rule_id if chosen is not None else "default",
+                             chosen.verdict.message if chosen is not None else None, reasons),
+            settings.mode, would, decision_id,
             _perf() - started, settings.name,
         )
 
     def _default_message(self, tool: str) -> str:
-        return _message(self._default_effect, tool, None, self._default_reasons)
+        return decision_message(self._default_effect, tool, "default", None,
+                                self._default_reasons)
 
     def _apply_profile_approval(self, profile: ToolProfile, entries: list[Entry]) -> list[Entry]:
         if profile.requires_approval:
@@ -724,76 +587,3 @@ def _freeze(args: Any) -> FrozenDict:
     frozen = freeze(parse_args(args))
     assert isinstance(frozen, FrozenDict)
     return frozen
-
-
-def _message(effect: Effect, tool: str, chosen: Entry | None, reasons: tuple[Reason, ...]) -> str:
-    custom = chosen.verdict.message if chosen is not None else None
-    if custom:
-        return custom
-    why = reasons[0].message if reasons else "blocked by policy"
-    rule = chosen.rule if chosen is not None else "default"
-    if effect is Effect.DENY:
-        return (f"The call to '{tool}' was blocked by policy rule '{rule}': {why}. "
-                "Do not retry the same call; choose another way to reach the goal or ask the user.")
-    if effect is Effect.ASK:
-        return f"The call to '{tool}' needs human approval (rule '{rule}'): {why}."
-    if effect is Effect.HALT:
-        return f"The run was halted by policy rule '{rule}': {why}."
-    if effect is Effect.MODIFY:
-        return f"The call to '{tool}' was allowed with rewritten arguments: {why}."
-    return ""
-
-
-# -- drivers for user policies ------------------------------------------------------------
-
-
-def _evaluate_sync(rule: Rule, subject: Subject) -> Verdict | None:
-    target = rule.policy
-    if hasattr(target, "evaluate"):
-        result = target.evaluate(subject.call, subject)
-        if inspect.isawaitable(result):
-            result = asyncio.run(_await(result))
-        return as_verdict(result)
-    return as_verdict(asyncio.run(_await(target.aevaluate(subject.call, subject))))
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
-
-
-def run_policy_sync(engine: Engine, rule: Rule, subject: Subject, deadline: float) -> Verdict | None:
-    """Runs a user policy on a worker thread, waiting at most until ``deadline``."""
-    remaining = deadline - _perf()
-    if remaining <= 0:
-        return engine.error_verdict(rule, None)
-    future = _EXECUTOR.submit(_evaluate_sync, rule, subject)
-    try:
-        return future.result(timeout=remaining)
-    except concurrent.futures.TimeoutError:
-        future.cancel()
-        return engine.error_verdict(rule, None)
-    except Exception as e:
-        return engine.error_verdict(rule, e)
-
-
-async def run_policy_async(engine: Engine, rule: Rule, subject: Subject,
-                           deadline: float) -> Verdict | None:
-    """Awaits a user policy (``aevaluate``, or ``evaluate`` on a worker thread) with a deadline."""
-    remaining = deadline - _perf()
-    if remaining <= 0:
-        return engine.error_verdict(rule, None)
-    target = rule.policy
-    try:
-        # A sync @policy function would block the event loop past the deadline if awaited
-        # through aevaluate: it runs on a worker thread like any sync provider.
-        if hasattr(target, "aevaluate") and not (
-                isinstance(target, FunctionPolicy) and not target.is_async):
-            result = await asyncio.wait_for(target.aevaluate(subject.call, subject), remaining)
-            return as_verdict(result)
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(_EXECUTOR, _evaluate_sync, rule, subject)
-        return await asyncio.wait_for(future, remaining)
-    except TimeoutError:
-        return engine.error_verdict(rule, None)
-    except Exception as e:
-        return engine.error_verdict(rule, e)

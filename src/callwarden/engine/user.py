@@ -1,46 +1,36 @@
-"""The policy protocol, the ``@policy`` decorator, and loading providers by class path."""
+"""Policies written in Python: the ``@policy`` decorator, what a policy may return, and how
+user code runs under the decision's deadline.
+
+User code is untrusted for time: ``check`` runs it on a worker thread and stops waiting at the
+deadline, ``acheck`` awaits ``aevaluate`` (or runs a sync policy on a worker thread) with the
+deadline. The protocol a policy implements is :class:`callwarden.typing.Policy`.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
+import concurrent.futures
 import inspect
-import sys
-from collections.abc import Awaitable, Callable, Mapping
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from callwarden._decision import Decision, Effect, Verdict
 from callwarden.exceptions import InvalidResult
 
-__all__ = [
-    "AsyncPolicy",
-    "FunctionPolicy",
-    "Policy",
-    "as_verdict",
-    "load_object",
-    "policy",
-]
+if TYPE_CHECKING:
+    from callwarden.conditions.base import Subject
+    from callwarden.engine.engine import Engine
+    from callwarden.engine.rules import Rule
 
+__all__ = ["FunctionPolicy", "as_verdict", "policy", "run_policy_async", "run_policy_sync"]
 
-@runtime_checkable
-class Policy(Protocol):
-    """Anything with ``evaluate(call, ctx) -> Verdict | None``; no base class needed.
+_perf = time.perf_counter
 
-    ``ctx`` is a ``Subject``: the call's tool profile and a per-call memo. A policy may also (or
-    instead) define ``async def aevaluate(call, ctx)``; ``acheck`` prefers it. Optional
-    attributes: ``phase = "mutate"`` to rewrite arguments before validation, ``isolated = False``
-    to run inline instead of on a worker thread with a deadline (only for fast, trusted code).
-    """
-
-    def evaluate(self, call: Any, ctx: Any, /) -> Verdict | Decision | None: ...
-
-
-class AsyncPolicy(Protocol):
-    """A policy that only has the async form."""
-
-    def aevaluate(self, call: Any, ctx: Any, /) -> Awaitable[Verdict | Decision | None]: ...
+# Worker threads for user policies. A policy that hangs keeps its thread; the decision does
+# not wait for it past the deadline.
+_EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=32,
+                                                  thread_name_prefix="callwarden-policy")
 
 
 class FunctionPolicy:
@@ -151,71 +141,55 @@ def as_verdict(result: Any) -> Verdict | None:
     )
 
 
-def load_object(target: str, *, base_dir: Path | None = None) -> Any:
-    """Imports ``package.module:attribute`` (or ``path/to/file.py:attribute``).
+# -- running user policies under the deadline ----------------------------------------
 
-    Raises:
-        ImportError: when the module or attribute cannot be found.
-    """
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ImportError(f"{target!r} is not of the form 'package.module:Name'")
-    if module_name.endswith(".py"):
-        path = Path(module_name)
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
-        if not path.is_file():
-            raise ImportError(f"no such file: {path}")
-        key = f"_callwarden_user_{abs(hash(str(path.resolve())))}"
-        module = sys.modules.get(key)
-        if module is None:
-            spec = importlib.util.spec_from_file_location(key, path)
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot load {path}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[key] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[key]
-                raise
-    else:
-        module = importlib.import_module(module_name)
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError as e:
-            raise ImportError(f"module {module_name!r} has no attribute {attr!r}") from e
-    return obj
+def _evaluate_sync(rule: Rule, subject: Subject) -> Verdict | None:
+    target = rule.policy
+    if hasattr(target, "evaluate"):
+        result = target.evaluate(subject.call, subject)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_await(result))
+        return as_verdict(result)
+    return as_verdict(asyncio.run(_await(target.aevaluate(subject.call, subject))))
 
 
-def instantiate(obj: Any, config: Mapping[str, Any]) -> Any:
-    """Turns a loaded provider target into a policy object: classes get ``config`` as kwargs.
-
-    Raises:
-        TypeError: when the object cannot act as a policy or rejects the config.
-    """
-    if inspect.isclass(obj):
-        instance = obj(**config)
-    elif config:
-        if isinstance(obj, FunctionPolicy) or not callable(obj) or hasattr(obj, "evaluate"):
-            raise TypeError("config is only accepted by classes (passed as keyword arguments)")
-        instance = FunctionPolicy(_bind(obj, config))
-    else:
-        instance = obj
-    if isinstance(instance, FunctionPolicy):
-        return instance
-    if hasattr(instance, "evaluate") or hasattr(instance, "aevaluate"):
-        return instance
-    if callable(instance):
-        return FunctionPolicy(instance)
-    raise TypeError(f"{type(instance).__name__} has neither evaluate() nor aevaluate()")
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
 
 
-def _bind(fn: Callable[..., Any], config: Mapping[str, Any]) -> Callable[..., Any]:
-    def bound(call: Any, ctx: Any) -> Any:
-        return fn(call, ctx, **config)
+def run_policy_sync(engine: Engine, rule: Rule, subject: Subject, deadline: float) -> Verdict | None:
+    """Runs a user policy on a worker thread, waiting at most until ``deadline``."""
+    remaining = deadline - _perf()
+    if remaining <= 0:
+        return engine.error_verdict(rule, None)
+    future = _EXECUTOR.submit(_evaluate_sync, rule, subject)
+    try:
+        return future.result(timeout=remaining)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        return engine.error_verdict(rule, None)
+    except Exception as e:
+        return engine.error_verdict(rule, e)
 
-    bound.__name__ = getattr(fn, "__name__", "policy")
-    return bound
+
+async def run_policy_async(engine: Engine, rule: Rule, subject: Subject,
+                           deadline: float) -> Verdict | None:
+    """Awaits a user policy (``aevaluate``, or ``evaluate`` on a worker thread) with a deadline."""
+    remaining = deadline - _perf()
+    if remaining <= 0:
+        return engine.error_verdict(rule, None)
+    target = rule.policy
+    try:
+        # A sync @policy function would block the event loop past the deadline if awaited
+        # through aevaluate: it runs on a worker thread like any sync provider.
+        if hasattr(target, "aevaluate") and not (
+                isinstance(target, FunctionPolicy) and not target.is_async):
+            result = await asyncio.wait_for(target.aevaluate(subject.call, subject), remaining)
+            return as_verdict(result)
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(_EXECUTOR, _evaluate_sync, rule, subject)
+        return await asyncio.wait_for(future, remaining)
+    except TimeoutError:
+        return engine.error_verdict(rule, None)
+    except Exception as e:
+        return engine.error_verdict(rule, e)

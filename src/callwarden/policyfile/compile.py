@@ -31,8 +31,8 @@ from callwarden._units import parse_duration
 from callwarden.conditions.base import CompileEnv, Matcher, condition_keys, get_condition
 from callwarden.engine.engine import Engine, Settings
 from callwarden.engine.rules import Rewrite, Rule, Selector
-from callwarden.engine.user import instantiate, load_object
 from callwarden.exceptions import ConfigError, PolicyError, Problem
+from callwarden.policyfile.providers import instantiate, load_object
 from callwarden.policyfile.yamlsrc import Lines, load_yaml, read_source
 
 __all__ = ["compile_policy", "load_policy_file", "load_policy_text"]

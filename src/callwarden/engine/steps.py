@@ -1,0 +1,92 @@
+"""The steps a decision flow yields to its driver: a user policy, a state-store operation.
+
+Each has a synchronous and an asynchronous twin (``run`` / ``arun``, see :mod:`callwarden._flow`)
+and never raises: a store failure comes back as a :class:`StoreFailure`, a failing policy as
+its rule's error verdict, so the flow decides what a failure means (``on_error``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from callwarden.engine.user import run_policy_async, run_policy_sync
+
+if TYPE_CHECKING:
+    from callwarden._decision import Verdict
+    from callwarden.conditions.base import Subject
+    from callwarden.engine.engine import Engine
+    from callwarden.engine.rules import Rule
+
+__all__ = ["PolicyStep", "StoreFailure", "StoreStep"]
+
+_perf = time.perf_counter
+
+
+class PolicyStep:
+    """A user policy the driver must run under the deadline."""
+
+    __slots__ = ("deadline", "engine", "rule", "subject")
+
+    def __init__(self, engine: Engine, rule: Rule, subject: Subject, deadline: float) -> None:
+        self.engine = engine
+        self.rule = rule
+        self.subject = subject
+        self.deadline = deadline
+
+    def run(self) -> Verdict | None:
+        return run_policy_sync(self.engine, self.rule, self.subject, self.deadline)
+
+    async def arun(self) -> Verdict | None:
+        return await run_policy_async(self.engine, self.rule, self.subject, self.deadline)
+
+
+class StoreFailure:
+    """What a store step returns instead of raising: the flow turns it into ``on_error``."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __str__(self) -> str:
+        return f"{type(self.error).__name__}: {self.error}" if str(self.error) else \
+            type(self.error).__name__
+
+
+class StoreStep:
+    """A state-store operation with sync and async twins; failures are returned, not raised."""
+
+    __slots__ = ("afn", "args", "deadline", "fn", "kwargs")
+
+    def __init__(self, fn: Any, afn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 deadline: float) -> None:
+        self.fn = fn
+        self.afn = afn
+        self.args = args
+        self.kwargs = kwargs
+        self.deadline = deadline
+
+    def run(self) -> Any:
+        # The store bounds its own waits by the deadline (passed in kwargs) and writes
+        # nothing once it has passed.
+        if _perf() > self.deadline:
+            return StoreFailure(TimeoutError("the deadline passed before the state store was "
+                                             "reached"))
+        try:
+            return self.fn(*self.args, **self.kwargs)
+        except Exception as e:  # StoreUnavailable, or a store bug: both fail closed
+            return StoreFailure(e)
+
+    async def arun(self) -> Any:
+        remaining = self.deadline - _perf()
+        if remaining <= 0:
+            return StoreFailure(TimeoutError("the deadline passed before the state store was "
+                                             "reached"))
+        try:
+            return await asyncio.wait_for(self.afn(*self.args, **self.kwargs), remaining)
+        except TimeoutError:
+            return StoreFailure(TimeoutError("the state store did not answer within the deadline"))
+        except Exception as e:
+            return StoreFailure(e)
