@@ -10,7 +10,7 @@ from callwarden._guard import Guard
 from callwarden._profiles import SideEffect, ToolProfile, default_profile
 from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
 from callwarden.engine.combine import FirstMatch, StrictestWins
-from callwarden.engine.user import policy
+from callwarden.engine.user import load_object, policy
 from callwarden.exceptions import (
     ApprovalRequired,
     AuditError,
@@ -22,7 +22,6 @@ from callwarden.exceptions import (
     RunHalted,
     ToolDenied,
 )
-from callwarden.policyfile.providers import load_object
 from callwarden.typing import Policy
 
 __version__ = "0.1.0"

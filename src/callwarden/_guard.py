@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from callwarden._call import FrozenDict, ToolCall, new_id, snapshot, thaw
+from callwarden._call import new_id, snapshot, thaw
 from callwarden._decision import Decision, Effect, Mode, Reason
 from callwarden._flow import Flow, drive
 from callwarden._profiles import ToolProfile
@@ -17,10 +17,13 @@ from callwarden.engine import Engine, OutputCheck
 from callwarden.exceptions import (
     ApprovalRequired,
     AuditError,
+    ConfigError,
     InvalidCall,
     RunHalted,
     ToolDenied,
 )
+from callwarden.policyfile import LoadedPolicy, compile_policy, load_policy_file, load_policy_text
+from callwarden.state import StateStore, open_store
 
 __all__ = ["Guard"]
 
@@ -61,8 +64,6 @@ class Guard:
             approvals: a ``callwarden.approvals.Approvals`` for ``ask`` decisions (by default
                 one on the guard's state store, created when first needed).
         """
-        from callwarden.policyfile.compile import compile_policy
-
         spec: dict[str, Any] = {
             "version": 1, "default": default, "mode": mode, "on_error": on_error,
             "timeout": timeout, "rules": list(rules),
@@ -71,39 +72,71 @@ class Guard:
             spec["tools"] = dict(tools)
         if name:
             spec["name"] = name
-        self._engine = compile_policy(spec, extra_policies=policies, store=state, clock=clock)
-        self.source: str | None = None
-        self._auditor: Any = audit
+        loaded = compile_policy(spec, extra_policies=policies)
+        self._open(loaded, state=state, clock=clock, audit=audit, approvals=approvals)
+
+    @classmethod
+    def from_loaded(cls, loaded: LoadedPolicy, *, state: Any = None,
+                    clock: Callable[[], float] | None = None, audit: Any = True,
+                    approvals: Any = None) -> Guard:
+        """A guard deciding with a loaded policy; opens what the policy names.
+
+        Args:
+            loaded: a policy compiled by ``callwarden.policyfile``.
+            state: a ``StateStore`` or store URL that replaces the policy's ``state:``.
+            clock: wall clock for limit windows and history (tests inject one).
+            audit: True opens the policy's ``audit:`` sinks, False ignores them (what-if use:
+                replay, tests), or an ``Auditor`` to use instead.
+            approvals: an ``Approvals`` that replaces the policy's ``approvals:``.
+
+        Raises:
+            PolicyError: the state store, an audit sink or the approvals store cannot be
+                opened (with the line of the setting).
+        """
+        guard = cls.__new__(cls)
+        guard._open(loaded, state=state, clock=clock, audit=audit, approvals=approvals)
+        return guard
+
+    def _open(self, loaded: LoadedPolicy, *, state: Any, clock: Callable[[], float] | None,
+              audit: Any, approvals: Any) -> None:
+        """Opens the state store, the audit sinks and the approvals store the policy names."""
+        self.loaded = loaded
+        self.source: str | None = loaded.source if loaded.source != "<policy>" else None
+        store = _open_state(loaded, state)
+        self._engine = loaded.engine(store=store, clock=clock)
+        self._auditor: Any = None
+        if audit is True:
+            self._auditor = _open_audit(loaded)
+        elif audit is not False and audit is not None:
+            self._auditor = audit
+        self._approvals_store: Any = None
+        if loaded.approvals is not None and loaded.approvals.state is not None:
+            try:
+                self._approvals_store = open_store(loaded.approvals.state)
+            except Exception as e:
+                raise loaded.error(("approvals", "state"), f"cannot open the store: {e}") from e
+        self._own_store: Any = None
         self._approvals: Any = None
         if approvals is not None:
             self.approvals = approvals
-
-    @classmethod
-    def _from_engine(cls, engine: Engine, source: str | None = None, *,
-                     audit: bool = True) -> Guard:
-        guard = cls.__new__(cls)
-        guard._engine = engine
-        guard.source = source
-        guard._auditor = engine.extensions.get("audit") if audit else None
-        guard._approvals = None
-        return guard
 
     @property
     def approvals(self) -> Any:
         """The ``Approvals`` service: pending requests, approve / deny, remembered grants.
 
-        Built on first use from the policy's ``approvals:`` section and state store.
+        Built on first use from the policy's ``approvals:`` section, on its ``state`` store,
+        else on the policy's state store (in memory when the policy has none).
         """
         if self._approvals is None:
-            from callwarden.approvals import Approvals
+            from callwarden.approvals import Approvals, ApprovalSettings
             from callwarden.state import MemoryStore
 
-            engine = self._engine
-            store = engine.extensions.get("approvals_store") or engine.store
+            store = self._approvals_store or self._engine.store
             if store is None:
-                store = engine.store = MemoryStore()
-            self._approvals = Approvals.from_config(engine.extensions.get("approvals"), store,
-                                                    clock=engine.clock)
+                store = self._own_store = self._own_store or MemoryStore()
+            settings = self.loaded.approvals or ApprovalSettings()
+            self._approvals = Approvals(store, ttl=settings.ttl, approvers=settings.approvers,
+                                        on_expiry=settings.on_expiry, clock=self._engine.clock)
             self._approvals.auditor = self._auditor
         return self._approvals
 
@@ -123,10 +156,8 @@ class Guard:
         Raises:
             PolicyError: listing every problem with its file, line and key.
         """
-        from callwarden.policyfile.compile import load_policy_file
-
-        engine = load_policy_file(Path(path), check_examples=check_examples, audit=audit)
-        return cls._from_engine(engine, str(path))
+        loaded = load_policy_file(Path(path), check_examples=check_examples)
+        return cls.from_loaded(loaded, audit=audit)
 
     @classmethod
     def from_dict(cls, policy: Mapping[str, Any], *, base_dir: str | Path | None = None,
@@ -139,22 +170,17 @@ class Guard:
         Raises:
             PolicyError: listing every problem, a state URL that cannot be opened included.
         """
-        from callwarden.policyfile.compile import compile_policy
-
-        engine = compile_policy(policy, base_dir=Path(base_dir) if base_dir else None,
-                                extra_policies=policies, check_examples=check_examples,
-                                store=state, clock=clock)
-        return cls._from_engine(engine)
+        loaded = compile_policy(policy, base_dir=Path(base_dir) if base_dir else None,
+                                extra_policies=policies, check_examples=check_examples)
+        return cls.from_loaded(loaded, state=state, clock=clock)
 
     @classmethod
     def from_yaml(cls, text: str, *, base_dir: str | Path | None = None,
                   filename: str = "<policy>") -> Guard:
         """Builds a guard from YAML text."""
-        from callwarden.policyfile.compile import load_policy_text
-
-        engine = load_policy_text(text, filename=filename,
+        loaded = load_policy_text(text, filename=filename,
                                   base_dir=Path(base_dir) if base_dir else None)
-        return cls._from_engine(engine)
+        return cls.from_loaded(loaded)
 
     # -- introspection ----------------------------------------------------------------------
 
@@ -174,22 +200,6 @@ class Guard:
 
     # -- deciding ---------------------------------------------------------------------------
 
-    def _invalid(self, tool: Any, error: InvalidCall, fields: dict[str, Any], started: float,
-                 decision_id: str) -> Decision:
-        name = tool if isinstance(tool, str) and tool else "<invalid>"
-        # Only strings are recorded: an invalid field is dropped (the reason names it).
-        text = {k: str.__str__(v) if isinstance(v, str) else None for k, v in fields.items()}
-        call = ToolCall(name[:200], FrozenDict(), text["call_id"] or decision_id, text["agent"],
-                        text["session"], text["principal"], text["framework"])
-        reason = Reason(error.code, str(error), "input")
-        return Decision(
-            Effect.DENY, call, call.args, (reason,), "input", None, (),
-            f"The call to '{name[:200]}' was rejected: {error}. Send the arguments as a JSON "
-            "object of plain values.",
-            self._engine.settings.mode, None, decision_id, _perf() - started,
-            self._engine.settings.name,
-        )
-
     def _flow(self, tool: Any, args: Any, call_id: str | None, agent: str | None,
               session: str | None, principal: str | None, framework: str | None,
               context: Mapping[str, Any] | None, extra: dict[str, Any]) -> Flow[Decision] | Decision:
@@ -204,7 +214,7 @@ class Guard:
         except InvalidCall as e:
             fields = {"call_id": call_id, "agent": agent, "session": session,
                       "principal": principal, "framework": framework}
-            return self._invalid(tool, e, fields, started, decision_id)
+            return self._engine.rejected(tool, e, fields, started, decision_id)
         return self._engine.flow(call, started, decision_id)
 
     def check(self, tool: str, args: Any = None, *, call_id: str | None = None,
@@ -225,7 +235,7 @@ class Guard:
             call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
                             framework, context)
         except InvalidCall as e:
-            return self._invalid(tool, e, {"call_id": call_id, "agent": agent, "session": session,
+            return self._engine.rejected(tool, e, {"call_id": call_id, "agent": agent, "session": session,
                                            "principal": principal, "framework": framework},
                                  started, decision_id)
         decision = self._engine.decide_fast(call, started, decision_id)
@@ -372,11 +382,11 @@ class Guard:
         return result
 
     def close(self) -> None:
-        """Flushes and closes the audit sinks and the state store."""
+        """Flushes and closes the audit sinks and the stores the guard opened."""
         if self._auditor is not None:
             self._auditor.close()
-        store = self._engine.store
-        if store is not None:
+        for store in {id(s): s for s in (self._engine.store, self._approvals_store,
+                                         self._own_store) if s is not None}.values():
             store.close()
 
     def protect(self, fn: F | None = None, *, tool: str | None = None, **context: Any) -> Any:
@@ -517,3 +527,45 @@ def _raise_unless_allowed(decision: Decision) -> None:
         raise ApprovalRequired(decision)
     raise ToolDenied(decision)
 
+
+def _open_state(loaded: LoadedPolicy, state: Any) -> Any:
+    """The state store: ``state`` (a store or a URL) when given, else the policy's ``state:``.
+
+    Raises:
+        PolicyError: the store cannot be opened, or ``state`` is neither a store nor a URL.
+    """
+    if state is not None and not isinstance(state, str):
+        # Duck typing for stores that do not subclass StateStore (test doubles).
+        if isinstance(state, StateStore) or (hasattr(state, "consume")
+                                             and hasattr(state, "aconsume")):
+            return state
+        raise loaded.error(("state",), f"must be a StateStore or a store URL, not "
+                           f"{type(state).__name__}",
+                           "memory, sqlite:///state.db or redis://host:6379/0")
+    url = state if state is not None else loaded.state
+    if url is None:
+        return None
+    if not url:
+        raise loaded.error(("state",), "must be a store URL",
+                           "memory, sqlite:///state.db or redis://host:6379/0")
+    try:
+        return open_store(url)
+    except Exception as e:
+        raise loaded.error(("state",), f"cannot open the state store: {e}",
+                           "memory, sqlite:///path.db or redis://host:6379/0") from e
+
+
+def _open_audit(loaded: LoadedPolicy) -> Any:
+    """The policy's auditor with its sinks open, or None when it has no ``audit:``.
+
+    Raises:
+        PolicyError: a sink cannot be opened.
+    """
+    if loaded.audit is None:
+        return None
+    from callwarden.audit import Auditor
+
+    try:
+        return Auditor.from_settings(loaded.audit)
+    except (ConfigError, OSError) as e:
+        raise loaded.error(("audit",), f"cannot open the audit log: {e}") from e

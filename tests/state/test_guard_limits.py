@@ -326,11 +326,15 @@ def test_history_recorded_with_the_counters_has_the_final_effect(store) -> None:
 
 
 def _with_combiner(policy: dict, store: StateStore, combiner: object) -> Guard:
-    from callwarden.engine.engine import Engine
+    from callwarden.engine import Engine
+    from callwarden.policyfile import compile_policy
 
-    compiled = Guard.from_dict(policy, state=store).engine
-    return Guard._from_engine(Engine(compiled.rules, settings=compiled.settings, store=store,
-                                     combiner=combiner))
+    loaded = compile_policy(policy)
+    guard = Guard.from_loaded(loaded, state=store)
+    # No policy key selects another combiner: swap the engine for one that uses it.
+    guard._engine = Engine(loaded.rules, settings=loaded.settings, store=store,
+                           combiner=combiner)  # type: ignore[arg-type]
+    return guard
 
 
 FIRST_ASK_THEN_HALT = limited(

@@ -62,6 +62,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from callwarden.audit._auditor import AuditError, Auditor
+from callwarden.audit._config import AuditSettings, SinkSpec, parse_audit_config
 from callwarden.audit._events import (
     APPROVAL_ACTIONS,
     OUTCOME_STATUSES,
@@ -93,6 +94,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AuditError",
     "AuditEvent",
+    "AuditSettings",
     "Auditor",
     "CallableSink",
     "JsonlSink",
@@ -100,6 +102,7 @@ __all__ = [
     "Redactor",
     "SQLiteSink",
     "Sink",
+    "SinkSpec",
     "StdoutSink",
     "approval_event",
     "decision_event",
@@ -107,6 +110,7 @@ __all__ = [
     "load_schema",
     "outcome_event",
     "outcome_line",
+    "parse_audit_config",
     "rotated_files",
 ]
 

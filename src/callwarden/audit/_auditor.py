@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from callwarden._decision import Decision
+from callwarden.audit._config import AuditSettings, build_sink, parse_audit_config
 from callwarden.audit._events import (
     OUTCOME_STATUSES,
     AuditEvent,
@@ -158,9 +159,19 @@ class Auditor:
         Raises:
             ConfigError: naming the offending key (``.path`` holds it as a tuple).
         """
-        from callwarden.audit._config import auditor_from_config
+        return cls.from_settings(parse_audit_config(config, base_dir=base_dir))
 
-        return auditor_from_config(config, base_dir=base_dir)
+    @classmethod
+    def from_settings(cls, settings: AuditSettings) -> Auditor:
+        """Opens the sinks of validated ``AuditSettings`` (a policy's parsed ``audit:``).
+
+        Raises:
+            ConfigError: a sink target is neither a function nor a sink.
+            OSError: a sink's file or database cannot be created.
+        """
+        sinks = [build_sink(spec) for spec in settings.sinks]
+        return cls(sinks, redactor=settings.redactor, required=settings.required,
+                   queue_size=settings.queue_size, deadline=settings.deadline)
 
     def __repr__(self) -> str:
         return f"Auditor({list(self.sinks)!r}, required={self.required})"

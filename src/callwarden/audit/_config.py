@@ -1,4 +1,4 @@
-"""Parsing of a policy file's ``audit:`` section into an ``Auditor``.
+"""Parsing of a policy file's ``audit:`` section into :class:`AuditSettings`.
 
 Either a list of sinks, or a mapping with options::
 
@@ -19,23 +19,27 @@ Either a list of sinks, or a mapping with options::
 
 Each sink is a mapping with one sink key; its options go in the key's value (a mapping) or
 beside it. Relative paths are relative to the policy file.
+
+Parsing (:func:`parse_audit_config`) checks everything and opens nothing: it returns
+:class:`AuditSettings`, from which :meth:`Auditor.from_settings` opens the sinks.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from callwarden._units import parse_duration
 from callwarden.analysis.detectors import UnknownDetector
-from callwarden.audit._auditor import Auditor
 from callwarden.audit._redact import Redactor
 from callwarden.audit._sinks import CallableSink, JsonlSink, SQLiteSink, StdoutSink
+from callwarden.engine.user import load_object
 from callwarden.exceptions import ConfigError
 
-__all__ = ["auditor_from_config", "parse_size"]
+__all__ = ["AuditSettings", "SinkSpec", "build_sink", "parse_audit_config", "parse_size"]
 
 Key = tuple[str | int, ...]
 
@@ -93,8 +97,28 @@ def _keys(raw: Mapping[str, Any], path: Key, allowed: tuple[str, ...], what: str
             raise _error((*path, key), f"unknown key in {what}", hint)
 
 
-def auditor_from_config(config: Any, *, base_dir: Path) -> Auditor:
-    """Builds an ``Auditor`` from the ``audit:`` section (see the module docstring).
+@dataclass(frozen=True, slots=True)
+class SinkSpec:
+    """One sink to open: its kind (``jsonl``, ``stdout``, ``sqlite``, ``otel``, ``callable``) and
+    the keyword arguments of its constructor (for ``callable``: the loaded ``target``)."""
+
+    kind: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """A validated ``audit:`` section: the sinks to open and how the auditor behaves."""
+
+    sinks: tuple[SinkSpec, ...]
+    redactor: Redactor | None = None
+    required: bool = False
+    deadline: float = 0.2
+    queue_size: int = 10_000
+
+
+def parse_audit_config(config: Any, *, base_dir: Path) -> AuditSettings:
+    """Checks the ``audit:`` section and returns its settings; opens nothing.
 
     Raises:
         ConfigError: with ``key`` (dotted) and ``path`` (a tuple under ``audit``).
@@ -127,11 +151,10 @@ def auditor_from_config(config: Any, *, base_dir: Path) -> Auditor:
     if isinstance(queue_size, bool) or not isinstance(queue_size, int) or queue_size < 1:
         raise _error(("queue_size",), "must be a positive integer", "e.g. queue_size: 10000")
     redactor = _redactor(config.get("redact"), ("redact",), base_dir)
-    return Auditor(sinks, redactor=redactor, required=required, queue_size=queue_size,
-                   deadline=deadline)
+    return AuditSettings(tuple(sinks), redactor, required, deadline, queue_size)
 
 
-def _sink(raw: Any, path: Key, base_dir: Path) -> Any:
+def _sink(raw: Any, path: Key, base_dir: Path) -> SinkSpec:
     if not isinstance(raw, Mapping):
         raise _error(path, "a sink must be a mapping with one sink key",
                      f"one of: {', '.join(_SINK_KEYS)}; e.g. {{jsonl: logs/audit.jsonl}}")
@@ -157,7 +180,7 @@ def _sink(raw: Any, path: Key, base_dir: Path) -> Any:
     options.update(beside)
     where = (*path, kind)
     try:
-        return _build_sink(kind, options, path, base_dir)
+        return _sink_spec(kind, options, path, base_dir)
     except ConfigError:
         raise
     except ImportError as e:
@@ -174,7 +197,7 @@ def _path(options: Mapping[str, Any], path: Key, kind: str, base_dir: Path) -> P
     return p if p.is_absolute() else base_dir / p
 
 
-def _build_sink(kind: str, options: dict[str, Any], path: Key, base_dir: Path) -> Any:
+def _sink_spec(kind: str, options: dict[str, Any], path: Key, base_dir: Path) -> SinkSpec:
     if kind == "jsonl":
         rotate_bytes = rotate_interval = None
         if options.get("rotate_bytes") is not None:
@@ -190,30 +213,52 @@ def _build_sink(kind: str, options: dict[str, Any], path: Key, base_dir: Path) -
         fsync = options.get("fsync", False)
         if not isinstance(fsync, bool):
             raise _error((*path, "fsync"), "must be true or false")
-        return JsonlSink(_path(options, path, kind, base_dir), rotate_bytes=rotate_bytes,
-                         rotate_interval=rotate_interval, fsync=fsync)
+        return SinkSpec(kind, {"path": _path(options, path, kind, base_dir),
+                               "rotate_bytes": rotate_bytes, "rotate_interval": rotate_interval,
+                               "fsync": fsync})
     if kind == "stdout":
-        return StdoutSink()
+        return SinkSpec(kind)
     if kind == "sqlite":
-        return SQLiteSink(_path(options, path, kind, base_dir),
-                          table=str(options.get("table", "audit_events")))
+        return SinkSpec(kind, {"path": _path(options, path, kind, base_dir),
+                               "table": str(options.get("table", "audit_events"))})
     if kind == "otel":
-        from callwarden.audit._otel import OTelSink
-
-        return OTelSink(signal=str(options.get("signal", "logs")))
+        return SinkSpec(kind, {"signal": str(options.get("signal", "logs"))})
     target = options.get("target")
     if not isinstance(target, str):
         raise _error((*path, kind), "must name a function or sink class as 'module:name'",
                      "e.g. {callable: mypackage.audit:ship}")
-    from callwarden.policyfile.providers import load_object
-
     obj = load_object(target, base_dir=base_dir)
+    if not isinstance(obj, type) and not callable(getattr(obj, "write", None)) \
+            and not callable(obj):
+        raise _error((*path, kind), f"{target!r} is neither a function nor a sink")
+    return SinkSpec(kind, {"target": obj, "name": target})
+
+
+def build_sink(spec: SinkSpec) -> Any:
+    """Opens the sink a :class:`SinkSpec` describes.
+
+    Raises:
+        ConfigError: a ``callable`` target that turned out to be neither a function nor a sink.
+        OSError: the sink's file or database cannot be created.
+    """
+    options = dict(spec.options)
+    if spec.kind == "jsonl":
+        return JsonlSink(**options)
+    if spec.kind == "stdout":
+        return StdoutSink()
+    if spec.kind == "sqlite":
+        return SQLiteSink(**options)
+    if spec.kind == "otel":
+        from callwarden.audit._otel import OTelSink
+
+        return OTelSink(**options)
+    obj = options["target"]
     if isinstance(obj, type):
         obj = obj()
     if callable(getattr(obj, "write", None)):
         return obj
     if not callable(obj):
-        raise _error((*path, kind), f"{target!r} is neither a function nor a sink")
+        raise ConfigError(f"{options['name']!r} is neither a function nor a sink")
     return CallableSink(obj)
 
 
@@ -256,8 +301,6 @@ def _redactor(raw: Any, path: Key, base_dir: Path) -> Redactor | None:
     if "callback" in raw:
         if not isinstance(raw["callback"], str):
             raise _error((*path, "callback"), "must name a function as 'module:name'")
-        from callwarden.policyfile.providers import load_object
-
         try:
             kwargs["callback"] = load_object(raw["callback"], base_dir=base_dir)
         except ImportError as e:

@@ -205,18 +205,19 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
     failed = 0
     for path in args.files:
         try:
-            engine = load_policy_file(path, audit=False)
+            loaded = load_policy_file(path)
         except PolicyError as e:
             failed += 1
             for problem in e.problems:
                 print(f"{problem}", file=out)
             continue
-        print(f"{path}: ok ({len(engine.rules)} rules)", file=out)
+        print(f"{path}: ok ({len(loaded.rules)} rules)", file=out)
     return EXIT_USAGE if failed else EXIT_OK
 
 
 def _test(args: argparse.Namespace, out: TextIO) -> int:
-    from callwarden.policyfile.examples import CaseResult, run_inline_examples, run_test_file
+    from callwarden.policyfile.examples import CaseResult
+    from callwarden.policyfile.testfiles import run_inline_examples, run_test_file
     from callwarden.policyfile.yamlsrc import load_yaml, read_source
 
     results: list[CaseResult] = []

@@ -7,7 +7,7 @@ here, by name, which registers them; a third-party condition registers itself th
 with :func:`register_condition`.
 """
 
-from callwarden.conditions import args, cel, content, paths, shell, urls
+from callwarden.conditions import args, cel, content, paths, shell, size, urls
 from callwarden.conditions.base import (
     CompileEnv,
     ConfigError,
@@ -22,7 +22,7 @@ from callwarden.conditions.base import (
     register_condition,
 )
 
-BUILTIN_MODULES = (args, cel, content, paths, shell, urls)
+BUILTIN_MODULES = (args, cel, content, paths, shell, size, urls)
 """The modules of the built-in conditions (imported above, which registered them)."""
 
 __all__ = [

@@ -7,7 +7,8 @@ synchronously or asynchronously (see :mod:`callwarden._flow`).
 
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
 from callwarden.engine.engine import Engine, OutputCheck, Settings
-from callwarden.engine.rules import Plan, Rewrite, Rule, RuleIndex, Selector
+from callwarden.engine.index import Plan, RuleIndex
+from callwarden.engine.rules import Rewrite, Rule, Selector
 
 __all__ = ["Combiner", "Engine", "Entry", "FirstMatch", "OutputCheck", "Plan", "Rewrite", "Rule",
            "RuleIndex", "Selector", "Settings", "StrictestWins"]

@@ -14,18 +14,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from callwarden._call import FrozenDict, ToolCall, freeze_call_args
+from callwarden._call import FrozenDict, ToolCall, freeze_call_args, new_id, snapshot
 from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
-from callwarden._flow import Flow
-from callwarden._messages import decision_message
+from callwarden._flow import Flow, drive
+from callwarden._messages import decision_message, invalid_call
 from callwarden._profiles import ToolProfile, default_profile
 from callwarden.conditions.base import Subject
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
+from callwarden.engine.index import Plan, RuleIndex
 from callwarden.engine.limits import describe_exceeded
 from callwarden.engine.output import OutputCheck, check_output
-from callwarden.engine.rules import Plan, Rule, RuleIndex, _NameSet, is_glob
+from callwarden.engine.rules import Rule, _NameSet, is_glob
 from callwarden.engine.steps import PolicyStep, StoreFailure, StoreStep
-from callwarden.exceptions import InvalidResult
+from callwarden.exceptions import InvalidCall, InvalidResult
 from callwarden.state._base import Counter, HistoryEntry
 
 __all__ = ["Engine", "Settings"]
@@ -65,12 +66,16 @@ class Settings:
 
 
 class Engine:
-    """Compiled rules + profiles + settings; decides calls. Immutable once built."""
+    """Compiled rules + profiles + settings + the state store; decides calls.
+
+    Immutable once built (its caches of per-tool plans and profiles aside): a policy reload
+    builds a new engine.
+    """
 
     __slots__ = ("_combiner", "_default_effect", "_default_reasons", "_default_would", "_index",
                  "_plans", "_profile_cache",
                  "_profile_globs",
-                 "_profiles", "_records_history", "clock", "extensions", "rules", "settings",
+                 "_profiles", "_records_history", "clock", "rules", "settings",
                  "store")
 
     def __init__(
@@ -82,7 +87,6 @@ class Engine:
         combiner: Combiner | None = None,
         store: Any = None,
         clock: Any = None,
-        extensions: Mapping[str, Any] | None = None,
     ) -> None:
         self.rules = tuple(rules)
         self.settings = settings
@@ -90,14 +94,12 @@ class Engine:
             from callwarden.state import MemoryStore
 
             store = MemoryStore()
-        #: The state store for limits, history (and approvals), or None when nothing needs one.
+        #: The state store for limits and history, or None when nothing needs one.
         self.store = store
         # Every decision feeds the session history as soon as one rule reads it.
         self._records_history = any(r.needs_history for r in self.rules)
         #: Wall clock for windows and history (injectable for tests).
         self.clock = clock or time.time
-        #: Policy-file sections owned by other subsystems (audit, approvals), parsed.
-        self.extensions: dict[str, Any] = dict(extensions or {})
         self._combiner = combiner or StrictestWins()
         self._index = RuleIndex(self.rules)
         self._plans = self._index._cache  # read directly on the hot path
@@ -131,6 +133,41 @@ class Engine:
             self._profile_cache.clear()
         self._profile_cache[tool] = profile
         return profile
+
+    # -- starting a decision ----------------------------------------------------------------
+
+    def decide(self, tool: Any, args: Any = None, *, call_id: str | None = None,
+               agent: str | None = None, session: str | None = None,
+               principal: str | None = None, framework: str | None = None,
+               context: Mapping[str, Any] | None = None) -> Decision:
+        """Decides one call synchronously, with nothing recorded anywhere but this engine's
+        store (for what-if checks and policy examples; a ``Guard`` also audits)."""
+        started = _perf()
+        decision_id = new_id()
+        try:
+            call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
+                            framework, context)
+        except InvalidCall as e:
+            return self.rejected(tool, e, {"call_id": call_id, "agent": agent,
+                                           "session": session, "principal": principal,
+                                           "framework": framework}, started, decision_id)
+        decision = self.decide_fast(call, started, decision_id)
+        return decision if decision is not None else drive(self.flow(call, started, decision_id))
+
+    def rejected(self, tool: Any, error: InvalidCall, fields: Mapping[str, Any], started: float,
+                 decision_id: str) -> Decision:
+        """The deny for a call that cannot be snapshotted (bad arguments or call fields)."""
+        name = tool if isinstance(tool, str) and tool else "<invalid>"
+        # Only strings are recorded: an invalid field is dropped (the reason names it).
+        text = {k: str.__str__(v) if isinstance(v, str) else None for k, v in fields.items()}
+        call = ToolCall(name[:200], FrozenDict(), text["call_id"] or decision_id, text["agent"],
+                        text["session"], text["principal"], text["framework"])
+        reason = Reason(error.code, str(error), "input")
+        return Decision(
+            Effect.DENY, call, call.args, (reason,), "input", None, (),
+            invalid_call(name[:200], error), self.settings.mode, None, decision_id,
+            _perf() - started, self.settings.name,
+        )
 
     # -- the decision flow ------------------------------------------------------------------
 

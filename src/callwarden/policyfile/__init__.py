@@ -1,5 +1,7 @@
-"""A policy file (or dict) turned into a compiled policy, every problem reported with its line."""
+"""A policy file (or dict) turned into a :class:`LoadedPolicy`, every problem reported with its
+line; and the policy tests (``examples``, test files) run against it."""
 
 from callwarden.policyfile.compile import compile_policy, load_policy_file, load_policy_text
+from callwarden.policyfile.settings import LoadedPolicy
 
-__all__ = ["compile_policy", "load_policy_file", "load_policy_text"]
+__all__ = ["LoadedPolicy", "compile_policy", "load_policy_file", "load_policy_text"]

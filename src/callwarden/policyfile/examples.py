@@ -1,37 +1,30 @@
-"""Policy unit tests: inline ``examples`` and separate YAML test files of expected decisions.
+"""Policy examples: inline ``examples`` of a rule, decided by the compiled policy.
 
-A test file::
-
-    policy: policy.yaml          # relative to this file
-    cases:
-      - name: ssh keys are off limits
-        tool: read_file
-        args: {path: ~/.ssh/id_rsa}
-        expect: deny             # allow | modify | deny | ask | halt
-        rule: no-credentials     # optional: the deciding rule
-        args_after: {...}        # optional: the effective args (for modify)
+A case is a call (``tool``, ``args``, ``agent`` ...) and the effect it must get. Cases are
+decided by the engine on its own in-memory store: checking a policy never counts against real
+limits and writes nothing to an audit log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
 from callwarden.engine.engine import Engine
 from callwarden.exceptions import PolicyError, Problem
-from callwarden.policyfile.yamlsrc import load_yaml, read_source
+from callwarden.policyfile.check import Checker, Path_, dotted
+from callwarden.policyfile.yamlsrc import Lines
 
-__all__ = ["CaseResult", "run_case", "run_test_file"]
+if TYPE_CHECKING:
+    from callwarden.policyfile.settings import LoadedPolicy
+
+__all__ = ["EXAMPLE_EFFECTS", "CaseResult", "collect_examples", "decide_case", "run_case",
+           "verify_examples"]
 
 _CALL_FIELDS = ("agent", "session", "principal", "framework")
-_FILE_KEYS = ("policy", "cases", "name", "description")
-_TEST_CASE_KEYS = ("name", "tool", "args", "agent", "session", "principal", "framework",
-                   "context", "expect", "rule", "args_after")
-_EFFECTS = tuple(e.value for e in Effect)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +42,9 @@ class CaseResult:
 
 def decide_case(engine: Engine, case: Mapping[str, Any]) -> Decision:
     """Decides the call a test case describes."""
-    from callwarden._guard import Guard
-
-    guard = Guard._from_engine(engine, audit=False)
     fields = {k: case[k] for k in _CALL_FIELDS if k in case}
-    return guard.check(case["tool"], case.get("args") or {}, context=case.get("context"),
-                       **fields)
+    return engine.decide(case["tool"], case.get("args") or {}, context=case.get("context"),
+                         **fields)
 
 
 def run_case(engine: Engine, case: Mapping[str, Any], expected: str,
@@ -80,97 +70,59 @@ def run_case(engine: Engine, case: Mapping[str, Any], expected: str,
     return CaseResult(str(name)[:120], expected, actual.value, decision.rule, detail, ok, where)
 
 
-def run_test_file(path: Path) -> tuple[Path, list[CaseResult]]:
-    """Loads a test file, its policy, and runs every case.
+EXAMPLE_EFFECTS = ("allow", "modify", "deny", "ask", "halt")
+
+
+_CASE_KEYS = ("tool", "args", "agent", "session", "principal", "framework", "context", "name")
+
+
+def collect_examples(raw: Any, path: Path_, check: Checker,
+                      out: list[tuple[Path_, str, Mapping[str, Any]]]) -> None:
+    if not isinstance(raw, Mapping):
+        check.error(path, "must map effects to lists of calls",
+                    "e.g. examples: {deny: [{tool: bash, args: {command: 'rm -rf /'}}]}")
+        return
+    check.keys(raw, path, EXAMPLE_EFFECTS, "examples")
+    for effect, cases in raw.items():
+        if effect not in EXAMPLE_EFFECTS:
+            continue
+        if not isinstance(cases, list):
+            check.error((*path, effect), "must be a list of calls")
+            continue
+        for k, case in enumerate(cases):
+            case_path = (*path, effect, k)
+            if _valid_case(case, case_path, check):
+                out.append((case_path, effect, case))
+
+
+def _valid_case(case: Any, path: Path_, check: Checker) -> bool:
+    if not isinstance(case, Mapping) or not isinstance(case.get("tool"), str):
+        check.error(path, "each example needs 'tool' (and usually 'args')",
+                    "e.g. {tool: read_file, args: {path: README.md}}")
+        return False
+    check.keys(case, path, (*_CASE_KEYS, "expect", "rule"), "an example")
+    if "args" in case and not isinstance(case["args"], Mapping):
+        check.error((*path, "args"), "must be a mapping")
+        return False
+    return True
+
+
+def verify_examples(loaded: LoadedPolicy, examples: list[tuple[Path_, str, Mapping[str, Any]]],
+                    lines: Lines) -> None:
+    """Decides every inline example with the loaded policy, on a private in-memory store.
 
     Raises:
-        PolicyError: when the test file or its policy is invalid.
+        PolicyError: one problem per example the policy does not decide as it says.
     """
-    from callwarden.policyfile.compile import _Checker, load_policy_file
-
-    data, lines = load_yaml(read_source(path, "test file"), str(path), collect=True)
-    if not isinstance(data, Mapping):
-        raise PolicyError([*lines.problems, Problem(
-            "a test file needs 'policy: <file>' and 'cases: [...]'", str(path), 1,
-            hint="or pass a policy file to run its inline examples")])
-    # A typo'd key would silently drop what the case means to test, so every key is checked.
-    check = _Checker(lines)
-    check.problems.extend(lines.problems)
-    check.keys(data, (), _FILE_KEYS, "the test file")
-    if not isinstance(data.get("policy"), str):
-        check.error(("policy",) if "policy" in data else (),
-                    "a test file needs 'policy: <file>'", "the policy's path, relative to this file")
-    cases: list[tuple[int, Mapping[str, Any]]] = []
-    if not isinstance(data.get("cases"), list):
-        check.error(("cases",) if "cases" in data else (), "a test file needs 'cases: [...]'",
-                    "e.g. cases: [{tool: read_file, args: {path: ~/.ssh/id_rsa}, expect: deny}]")
-    else:
-        for i, case in enumerate(data["cases"]):
-            if _valid_test_case(case, ("cases", i), check):
-                cases.append((i, case))
-    if check.problems:
-        raise PolicyError(check.problems)
-    policy_path = (path.parent / data["policy"]).resolve()
-    engine = load_policy_file(policy_path, check_examples=False, audit=False)
-    results = [run_case(engine, case, case["expect"], lines.source(("cases", i)))
-               for i, case in cases]
-    return policy_path, results
-
-
-def _valid_test_case(case: Any, path: tuple[str | int, ...], check: Any) -> bool:
-    if not isinstance(case, Mapping) or not isinstance(case.get("tool"), str) \
-            or "expect" not in case:
-        check.error(path, f"each case needs 'tool' and 'expect' ({', '.join(_EFFECTS)})",
-                    "e.g. {tool: read_file, args: {path: ~/.ssh/id_rsa}, expect: deny}")
-        return False
-    before = len(check.problems)
-    check.keys(case, path, _TEST_CASE_KEYS, "a test case")
-    check.choice(case["expect"], (*path, "expect"), _EFFECTS)
-    for key in ("args", "context", "args_after"):
-        if case.get(key) is not None and not isinstance(case[key], Mapping):
-            check.error((*path, key), "must be a mapping")
-    return len(check.problems) == before
-
-
-def run_inline_examples(path: Path) -> list[CaseResult]:
-    """Runs the inline ``examples`` of a policy file and of the policies it extends.
-
-    Every example runs against this policy as compiled, so an override or a new rule that
-    breaks an inherited expectation shows as a failure; examples of an inherited rule that a
-    later policy redefines (same id) are skipped, since that rule no longer applies, and an
-    inherited ``allow`` example that only this policy's ``default: deny`` refuses passes. Results
-    come deepest base first, each with its ``file:line``; failures are included.
-    """
-    from callwarden.policyfile.compile import _bases, _Checker, _collect_examples, load_policy_file
-
-    engine = load_policy_file(path, check_examples=False, audit=False)
-    data, lines = load_yaml(read_source(path), str(path))
-    data = data if isinstance(data, Mapping) else {}
-    policies: list[tuple[Mapping[str, Any], Any]] = []
-    if "extends" in data:
-        # The policy loaded, so its bases load too; their problems were reported then.
-        bases = _bases(data["extends"], ("extends",), _Checker(lines), path.parent,
-                       (path.resolve(),))
-        policies.extend((b.data, b.lines) for b in bases)
-    policies.append((data, lines))
-    results = []
-    for n, (policy, where) in enumerate(policies):
-        redefined = {r.get("id") for later, _ in policies[n + 1:] for r in _rules_of(later)}
-        for i, rule in enumerate(_rules_of(policy)):
-            if "examples" not in rule or (n < len(policies) - 1 and rule.get("id") in redefined):
-                continue
-            collected: list[Any] = []
-            _collect_examples(rule["examples"], ("rules", i, "examples"), _Checker(where),
-                              collected)
-            for case_path, effect, case in collected:
-                named = {**case, "name": case.get("name") or
-                         f"{rule.get('id')}: {effect} {case['tool']} "
-                         f"{dict(case.get('args') or {})}"}
-                results.append(run_case(engine, named, effect, where.source(case_path),
-                                        no_rule_is_allow=n < len(policies) - 1))
-    return results
-
-
-def _rules_of(policy: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    rules = policy.get("rules")
-    return [r for r in rules if isinstance(r, Mapping)] if isinstance(rules, list) else []
+    engine = loaded.engine()
+    problems = []
+    for path, effect, case in examples:
+        result = run_case(engine, case, effect)
+        if not result.passed:
+            problems.append(Problem(
+                f"example expects {effect} but the policy decides {result.actual}"
+                f" (rule {result.rule}: {result.detail})",
+                lines.file, lines.line(path), dotted(path),
+                "fix the rule or the example; run 'callwarden test' to see every case"))
+    if problems:
+        raise PolicyError(problems)

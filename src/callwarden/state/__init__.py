@@ -53,6 +53,7 @@ __all__ = [
     "StateStore",
     "StoreUnavailable",
     "StoredValue",
+    "check_store_url",
     "open_store",
 ]
 
@@ -60,6 +61,48 @@ __all__ = [
 _FLOAT_OPTIONS = ("timeout", "history_ttl", "idle_ttl", "sweep_every")
 _TTL_OPTIONS = ("history_ttl", "idle_ttl")
 _STORE_OPTIONS = ("prefix", *_FLOAT_OPTIONS, "max_connections")
+
+
+def check_store_url(url: str) -> str:
+    """Checks a store URL without opening anything; returns its kind.
+
+    Returns:
+        ``memory``, ``sqlite`` or ``redis``.
+
+    Raises:
+        ValueError: the URL names no known store, or has an unknown or invalid option.
+    """
+    scheme = _scheme(url)
+    if scheme == "memory":
+        _options(url, {}, strict=True)
+        return "memory"
+    if scheme == "sqlite":
+        _sqlite_path(url)
+        _options(url, {}, strict=True)
+        return "sqlite"
+    if scheme in ("redis", "rediss", "unix"):
+        _options(url, {}, strict=False)
+        return "redis"
+    raise ValueError(
+        f"Unknown state store {url!r}: use memory, sqlite:///path.db or redis://host:port/db"
+    )
+
+
+def _scheme(url: str) -> str:
+    return url.partition(":")[0].lower() if "://" in url else url.lower()
+
+
+def _sqlite_path(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.netloc:
+        raise ValueError(
+            f"SQLite URL {url!r} has a host; write sqlite:///relative.db or "
+            "sqlite:////absolute/path.db"
+        )
+    path = unquote(parts.path[1:])
+    if not path:
+        raise ValueError(f"SQLite URL {url!r} names no file; write sqlite:///callwarden.db")
+    return path
 
 
 def open_store(url: str, **options: Any) -> StateStore:
@@ -73,19 +116,11 @@ def open_store(url: str, **options: Any) -> StateStore:
         ValueError: The URL names no known store.
         ImportError: The store needs a package that is not installed.
     """
-    scheme = url.partition(":")[0].lower() if "://" in url else url.lower()
+    scheme = _scheme(url)
     if scheme == "memory":
         return MemoryStore(**_options(url, options, strict=True)[1])
     if scheme == "sqlite":
-        parts = urlsplit(url)
-        if parts.netloc:
-            raise ValueError(
-                f"SQLite URL {url!r} has a host; write sqlite:///relative.db or "
-                "sqlite:////absolute/path.db"
-            )
-        path = unquote(parts.path[1:])
-        if not path:
-            raise ValueError(f"SQLite URL {url!r} names no file; write sqlite:///callwarden.db")
+        path = _sqlite_path(url)
         _, opts = _options(url, options, strict=True)
         return SQLiteStore(path, **opts)
     if scheme in ("redis", "rediss", "unix"):

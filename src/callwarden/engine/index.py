@@ -1,0 +1,145 @@
+"""The rule index: finds the rules that can match a tool without looking at rules for other
+tools, and splits them by phase into a per-tool :class:`Plan`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from callwarden._profiles import ToolProfile
+from callwarden.engine.rules import Rule, is_glob
+
+__all__ = ["Plan", "RuleIndex"]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The rules that can match one tool, split by phase, in policy order.
+
+    ``by_value`` holds validate rules whose only condition compares one argument with literal
+    values: ``(argument, {value: rules})``, so they cost one lookup whatever their number.
+    """
+
+    mutators: tuple[Rule, ...]
+    validators: tuple[Rule, ...]
+    by_value: tuple[tuple[str, dict[Any, tuple[Rule, ...]]], ...] = ()
+    profile: ToolProfile | None = None
+    limits: tuple[Rule, ...] = ()
+    history: bool = False
+    outputs: tuple[Rule, ...] = ()
+    external_validators: tuple[Rule, ...] = ()
+    #: Nothing to drive: no user policies, no rewrites, no limits (decided without a generator).
+    fast: bool = False
+
+    def validators_for(self, args: Mapping[str, Any]) -> Sequence[Rule]:
+        """The validate rules that can match these arguments."""
+        if not self.by_value:
+            return self.validators
+        found = list(self.validators)
+        for key, table in self.by_value:
+            value = args.get(key)
+            if value is None:
+                continue
+            try:
+                rules = table.get(value)
+            except TypeError:  # unhashable argument value: no literal can equal it
+                continue
+            if rules:
+                found.extend(rules)
+        return found
+
+
+def _value_index(rule: Rule) -> tuple[str, frozenset[Any]] | None:
+    if rule.policy is not None or rule.phase != "validate" or len(rule.conditions) != 1:
+        return None
+    return getattr(rule.conditions[0][1], "index_key", None)
+
+
+class RuleIndex:
+    """Finds the rules that can match a tool without looking at rules for other tools.
+
+    Rules are bucketed by exact tool name, by kind, by glob, or as "any tool"; a tool's plan is
+    built once from its buckets and cached (bounded), so a decision's cost does not grow with
+    rules written for other tools.
+    """
+
+    _MAX_CACHE = 4096
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self._by_name: dict[str, list[Rule]] = {}
+        self._by_kind: dict[str, list[Rule]] = {}
+        self._globbed: list[Rule] = []
+        self._any: list[Rule] = []
+        for rule in rules:
+            sel = rule.selector
+            if sel.tools:
+                names = [t for t in sel.tools if not is_glob(t)]
+                for name in names:
+                    self._by_name.setdefault(name, []).append(rule)
+                if len(names) != len(sel.tools):
+                    self._globbed.append(rule)
+            elif sel.kinds:
+                for kind in sel.kinds:
+                    root = kind[:-2] if kind.endswith(".*") else kind
+                    self._by_kind.setdefault(root, []).append(rule)
+            else:
+                self._any.append(rule)
+        self._cache: dict[str, Plan] = {}
+
+    def plan(self, profile: ToolProfile) -> Plan:
+        """Returns the plan for a tool (cached per tool name)."""
+        plan = self._cache.get(profile.name)
+        if plan is None or plan.profile is not profile:
+            plan = self._build(profile)
+            if len(self._cache) >= self._MAX_CACHE:
+                self._cache.clear()
+            self._cache[profile.name] = plan
+        return plan
+
+    def _build(self, profile: ToolProfile) -> Plan:
+        seen: dict[int, Rule] = {}
+        kind = profile.kind
+        candidates: list[Rule] = list(self._by_name.get(profile.name, ()))
+        candidates += self._by_kind.get(kind, ())
+        if "." in kind:
+            candidates += self._by_kind.get(kind.split(".", 1)[0], ())
+        candidates += self._globbed
+        candidates += self._any
+        for rule in candidates:
+            if id(rule) not in seen and rule.selector.static_match(profile):
+                seen[id(rule)] = rule
+        ordered = sorted(seen.values(), key=lambda r: r.order)
+        scanned: list[Rule] = []
+        tables: dict[str, dict[Any, list[Rule]]] = {}
+        for rule in ordered:
+            if rule.phase != "validate":
+                continue
+            key = _value_index(rule)
+            if key is None:
+                scanned.append(rule)
+                continue
+            table = tables.setdefault(key[0], {})
+            for value in key[1]:
+                table.setdefault(value, []).append(rule)
+        # Indexing pays off only when several rules share an argument.
+        by_value = []
+        for name, table in tables.items():
+            rules = {id(r): r for rs in table.values() for r in rs}
+            if len(rules) < 3:
+                scanned.extend(rules.values())
+            else:
+                by_value.append((name, {v: tuple(rs) for v, rs in table.items()}))
+        scanned.sort(key=lambda r: r.order)
+        return Plan(
+            tuple(r for r in ordered if r.phase == "mutate"),
+            tuple(scanned),
+            tuple(by_value),
+            profile,
+            tuple(r for r in ordered if r.phase == "limit"),
+            any(r.needs_history for r in ordered),
+            tuple(r for r in ordered if r.phase == "output"),
+            tuple(r for r in ordered if r.phase == "validate" and r.external),
+            not any(r.phase in ("mutate", "limit") or r.external or r.needs_history
+                    for r in ordered),
+        )

@@ -1,0 +1,187 @@
+"""Permission strings as coding agents write them: ``Bash(git push *)``, ``Read(~/.ssh/**)``,
+``WebFetch(domain:example.com)``, ``mcp__github__*``.
+
+The tool name stands for a tool kind where coding agents have one (``Bash`` governs every
+shell tool); the pattern inside the parentheses is compiled by the condition of that kind, so
+it is flag-aware for shells, canonicalized for paths and host-aware for URLs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from callwarden._decision import Effect
+from callwarden.conditions.base import CompileEnv, Hit, Matcher, Subject
+from callwarden.conditions.paths import PathMatcher
+from callwarden.conditions.shell import ShellMatcher
+from callwarden.conditions.urls import UrlMatcher
+from callwarden.engine.rules import Rule, Selector
+from callwarden.exceptions import ConfigError
+from callwarden.policyfile.check import Checker, Path_
+from callwarden.policyfile.yamlsrc import Lines
+
+__all__ = ["compile_permission_pattern", "permission_rules"]
+
+
+class _PrimaryGlob:
+    """Fallback for ``Tool(pattern)``: a glob over the tool's primary argument.
+
+    With ``outside_of`` it is the complement used by ``allow`` strings: it holds when some
+    value is matched by none of those globs (or is not a string)."""
+
+    __slots__ = ("_outside_of", "_pattern", "_regex", "_role")
+
+    def __init__(self, pattern: str, role: str | None, regex: re.Pattern[str], *,
+                 outside_of: tuple[re.Pattern[str], ...] = ()) -> None:
+        self._pattern = pattern
+        self._role = role
+        self._regex = regex
+        self._outside_of = outside_of
+
+    def __call__(self, subject: Subject) -> Hit | None:
+        value = subject.role(self._role) if self._role else subject.primary
+        values = value if isinstance(value, tuple) else (value,)
+        for v in values:
+            if not isinstance(v, str):
+                if self._outside_of:
+                    return Hit("a value that is not text", "pattern.outside")
+                continue
+            text = os.path.expanduser(v) if self._role == "path" else " ".join(v.split())
+            if self._outside_of:
+                if not any(r.match(text) for r in self._outside_of):
+                    return Hit(f"{v[:200]!r} matches no allowed pattern", "pattern.outside")
+            elif self._regex.match(text):
+                return Hit(f"{v[:200]!r} matches {self._pattern!r}", "pattern.matched")
+        return None
+
+
+class _AllOf:
+    """An ``allow`` permission string's condition: its own pattern matches something the
+    call does, and *everything* the call does (every command, path or URL) is matched by
+    this pattern or a sibling ``allow`` string of the same kind — nothing is opaque.
+    ``Bash(ls *)`` then allows ``ls -la`` but not ``ls && rm -rf /``; with ``Bash(git log *)``
+    beside it, ``ls && git log`` is allowed; ``Edit(src/**)`` does not allow a patch that
+    also writes ``/etc/passwd``."""
+
+    __slots__ = ("_outside", "_own", "_pattern")
+
+    def __init__(self, own: Matcher, outside: Matcher, pattern: str) -> None:
+        self._own = own
+        self._outside = outside
+        self._pattern = pattern
+
+    def __call__(self, subject: Subject) -> Hit | None:
+        hit = self._own(subject)
+        if hit is None or self._outside(subject) is not None:
+            return None
+        return Hit(hit.detail, "pattern.allowed")
+
+
+def compile_permission_pattern(kind: str | None, pattern: str, *, allow: bool = False,
+                               siblings: Sequence[str] = ()) -> Matcher:
+    """Compiles the pattern of a permission string for a tool kind.
+
+    Shell patterns are flag-aware (``rm -rf *`` also catches ``rm -fr /``) when the shell
+    analysis is available; path patterns expand ``~``; ``WebFetch(domain:x)`` matches hosts.
+    For ``deny``/``ask`` strings the condition holds when *some* command, path or URL of the
+    call matches. For ``allow`` strings (``allow=True``) it holds only when the pattern
+    matches and *every* command, path or URL is covered by it or by one of ``siblings`` (the
+    other ``allow`` patterns of the same kind), nothing is opaque, and a shell command
+    writes no file but ``/dev/null``.
+    """
+    own = _some_matcher(kind, pattern)
+    if not allow:
+        return own
+    together = [pattern, *(p for p in siblings if p != pattern)]
+    if kind == "shell":
+
+        outside: Matcher = ShellMatcher({"allow": together, "opaque": "hit", "parse_error": "hit",
+                                         "writes": ["**", "/**", "!/dev/null"]}, CompileEnv())
+    elif kind in ("file.read", "file.write"):
+
+        outside = PathMatcher({"deny": ["/**", *(f"!{p}" for p in together)]}, CompileEnv())
+    elif kind == "http" and pattern.startswith("domain:"):
+
+        hosts = [p[len("domain:"):].strip().lower() for p in together if p.startswith("domain:")]
+        outside = UrlMatcher({"allow_domains": hosts, "block_private": False}, CompileEnv())
+    else:
+        regexes = [re.compile(fnmatch.translate(p), re.S) for p in together]
+        outside = _PrimaryGlob(pattern, None, regexes[0], outside_of=tuple(regexes))
+    return _AllOf(own, outside, pattern)
+
+
+def _some_matcher(kind: str | None, pattern: str) -> Matcher:
+    if kind == "shell":
+
+        # Flag-aware and parsed: `rm -rf *` also catches `rm -fr /`, `sudo /bin/rm -R -f ~`.
+        return ShellMatcher({"deny": [pattern]}, CompileEnv())
+    if kind in ("file.read", "file.write"):
+
+        # Canonicalized like every path rule: `~`, `$HOME`, `..`, encodings, case, symlinks.
+        return PathMatcher({"deny": [pattern]}, CompileEnv())
+    if kind == "http" and pattern.startswith("domain:"):
+
+        host = pattern[len("domain:"):].strip().lower()
+        if not host:
+            raise ConfigError("domain: needs a host name", hint="e.g. WebFetch(domain:example.com)")
+        return UrlMatcher({"deny_domains": [host], "block_private": False}, CompileEnv())
+    return _PrimaryGlob(pattern, None, re.compile(fnmatch.translate(pattern), re.S))
+
+
+_PERMISSION = re.compile(r"^\s*([A-Za-z0-9_.*?\-\[\]]+)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+# Coding-agent tool names in permission strings stand for tool kinds, so that
+# `Bash(rm -rf *)` also governs `run_shell_command`, `shell`, `bash` ...
+_PERMISSION_KINDS = {
+    "Bash": "shell", "Read": "file.read", "Write": "file.write", "Edit": "file.write",
+    "MultiEdit": "file.write", "NotebookEdit": "file.write", "WebFetch": "http",
+    "WebSearch": "search", "Glob": "file.read", "Grep": "file.read",
+}
+
+
+def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines,
+                      order: int) -> list[Rule]:
+    path: Path_ = (effect_name,)
+    if not isinstance(raw, list):
+        check.error(path, "must be a list of tool names or permission strings",
+                    'e.g. deny: ["Bash(rm -rf *)", "Read(~/.ssh/**)", "mcp__github__*"]')
+        return []
+    rules: list[Rule] = []
+    # An allow string covers a call only together with the other allow strings of its tool:
+    # `ls && git log` is allowed by Bash(ls *) and Bash(git log *) between them.
+    siblings: dict[str, list[str]] = {}
+    for item in raw:
+        m = _PERMISSION.match(item) if isinstance(item, str) else None
+        if m is not None and m.group(2) is not None and m.group(2).strip() not in ("", "*"):
+            siblings.setdefault(m.group(1), []).append(m.group(2).strip())
+    for i, item in enumerate(raw):
+        item_path = (*path, i)
+        if not isinstance(item, str):
+            check.error(item_path, "must be a string such as 'Bash(git push *)' or 'mcp__x__*'")
+            continue
+        m = _PERMISSION.match(item)
+        if m is None:
+            check.error(item_path, f"cannot read permission {item!r}",
+                        "write ToolName, a glob like mcp__github__*, or ToolName(pattern)")
+            continue
+        name, pattern = m.group(1), m.group(2)
+        kind = _PERMISSION_KINDS.get(name)
+        selector = Selector(kinds=(kind,)) if kind else Selector(tools=(name,))
+        conditions: list[tuple[str, Matcher]] = []
+        if pattern is not None and pattern.strip() not in ("", "*"):
+            try:
+                conditions.append(("pattern", compile_permission_pattern(
+                    kind, pattern.strip(), allow=effect_name == "allow",
+                    siblings=siblings.get(name, ()))))
+            except ConfigError as e:
+                check.error(item_path, str(e), e.hint)
+                continue
+        rules.append(Rule(f"{effect_name}:{item}", effect=Effect(effect_name), selector=selector,
+                          conditions=conditions, source=lines.source(item_path),
+                          order=order + len(rules)))
+    return rules

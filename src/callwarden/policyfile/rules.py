@@ -1,0 +1,329 @@
+"""One rule of the policy file turned into a compiled :class:`~callwarden.engine.Rule`: its
+selector, conditions (through the condition registry), rewrite, limit or provider; and the
+``tools:`` profiles and ``lists:`` a policy declares."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from callwarden._decision import Effect, Mode
+from callwarden._profiles import (
+    ARG_ROLES,
+    KNOWN_KINDS,
+    SideEffect,
+    ToolProfile,
+    default_profile,
+    kind_side_effect,
+)
+from callwarden.conditions.base import CompileEnv, Matcher, condition_keys, get_condition
+from callwarden.engine.limits import LimitSpec
+from callwarden.engine.rules import Rewrite, Rule, Selector
+from callwarden.engine.user import instantiate, load_object
+from callwarden.exceptions import ConfigError
+from callwarden.policyfile.check import Checker, Path_
+from callwarden.policyfile.examples import collect_examples
+from callwarden.policyfile.lists import load_lists, resolve_items
+from callwarden.policyfile.yamlsrc import Lines
+
+__all__ = ["compile_rule", "parse_lists", "parse_profiles"]
+
+_RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_error", "phase",
+              "use", "config", "examples", "set", "unset", "cap", "limit", "on")
+
+
+_MATCH_KEYS = ("tool", "kind", "side_effect", "agent", "principal", "framework")
+
+
+_PROFILE_KEYS = ("kind", "side_effect", "requires_approval", "args", "description",
+                 *ARG_ROLES)
+
+
+def parse_lists(raw: Any, check: Checker, base_dir: Path) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    try:
+        return load_lists(raw, base_dir)
+    except ConfigError as e:
+        check.error(("lists",) if e.key is None else ("lists", e.key), str(e), e.hint)
+        return {}
+
+
+def parse_profiles(raw: Any, check: Checker, lines: Lines) -> dict[str, ToolProfile]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        check.error(("tools",), "must map tool names to profiles",
+                    "e.g. tools: {bash: {kind: shell, command: command}}")
+        return {}
+    out: dict[str, ToolProfile] = {}
+    for name, spec in raw.items():
+        path: Path_ = ("tools", name)
+        if spec is None:
+            spec = {}
+        if not isinstance(spec, Mapping):
+            check.error(path, "a tool profile must be a mapping", "e.g. {kind: file.read, path: path}")
+            continue
+        check.keys(spec, path, _PROFILE_KEYS, f"the profile of '{name}'")
+        base = default_profile(str(name))
+        kind = spec.get("kind", base.kind)
+        if not isinstance(kind, str) or not kind:
+            check.error((*path, "kind"), "must be a string such as shell, file.read, http")
+            kind = base.kind
+        elif kind not in KNOWN_KINDS and "." not in kind:
+            check.error((*path, "kind"), f"unknown kind {kind!r}",
+                        f"known kinds: {', '.join(sorted(KNOWN_KINDS))} (or a dotted custom kind)")
+        side_effect = base.side_effect if "kind" not in spec else kind_side_effect(kind)
+        if "side_effect" in spec:
+            value = check.choice(spec["side_effect"], (*path, "side_effect"),
+                                 [s.value for s in SideEffect])
+            side_effect = SideEffect(value) if value else side_effect
+        requires = spec.get("requires_approval")
+        if requires is not None and not isinstance(requires, bool):
+            check.error((*path, "requires_approval"), "must be true or false")
+            requires = None
+        roles: dict[str, str] = {}
+        if "args" in spec:
+            if isinstance(spec["args"], Mapping) and all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in spec["args"].items()):
+                roles.update(spec["args"])
+            else:
+                check.error((*path, "args"), "must map roles to argument names",
+                            "e.g. args: {command: cmd}")
+        for role in ARG_ROLES:
+            if role in spec:
+                if isinstance(spec[role], str):
+                    roles[role] = spec[role]
+                else:
+                    check.error((*path, role), "must be the name of an argument")
+        out[str(name)] = ToolProfile(name=str(name), kind=kind, args=roles,
+                                     side_effect=side_effect, requires_approval=requires,
+                                     source=lines.source(path))
+    return out
+
+
+def compile_rule(raw: Any, path: Path_, check: Checker, lines: Lines, env: CompileEnv, order: int,
+          examples: list[tuple[Path_, str, Mapping[str, Any]]]) -> Rule | None:
+    if not isinstance(raw, Mapping):
+        check.error(path, "a rule must be a mapping", "write '- id: my-rule' then its keys")
+        return None
+    conditions_known = condition_keys()
+    check.keys(raw, path, (*_RULE_KEYS, *sorted(conditions_known)), "a rule")
+    rule_id = raw.get("id")
+    if not isinstance(rule_id, str) or not rule_id.strip():
+        check.error((*path, "id") if "id" in raw else path, "every rule needs an 'id' (a string)",
+                    "e.g. id: no-credentials")
+        rule_id = f"rules[{path[-1]}]"
+    problems_before = len(check.problems)
+
+    effect_value = raw.get("effect", "deny")
+    effect_name = check.choice(effect_value, (*path, "effect"),
+                               ("allow", "modify", "deny", "ask", "halt"))
+    effect = Effect(effect_name) if effect_name else Effect.DENY
+    mode = None
+    if "mode" in raw:
+        m = check.choice(raw["mode"], (*path, "mode"), ("enforce", "observe"))
+        mode = Mode(m) if m else None
+    on_error = None
+    if "on_error" in raw:
+        oe = check.choice(raw["on_error"], (*path, "on_error"), ("deny", "halt", "ask", "allow"))
+        on_error = Effect(oe) if oe else None
+    message = raw.get("message")
+    if message is not None and not isinstance(message, str):
+        check.error((*path, "message"), "must be a string")
+        message = None
+    phase = raw.get("phase")
+    if phase is not None and phase not in ("mutate", "validate"):
+        check.error((*path, "phase"), "must be 'mutate' or 'validate'")
+        phase = None
+
+    selector = _selector(raw.get("match"), (*path, "match"), check)
+
+    on = raw.get("on", "call")
+    if on not in ("call", "output"):
+        check.error((*path, "on"), "must be 'call' or 'output'",
+                    "output rules look at what the tool returned, as args.output")
+        on = "call"
+    if on == "output":
+        if effect is Effect.ASK:
+            check.error((*path, "effect"), "an output rule cannot ask: the tool already ran",
+                        "use modify (redact or cut), deny (replace the output) or halt")
+        for key in ("use", "limit", "examples"):
+            if key in raw:
+                check.error((*path, key), f"'{key}' is not available on output rules")
+
+    limit = None
+    if "limit" in raw:
+        try:
+            limit = LimitSpec.parse(raw["limit"])
+        except ConfigError as e:
+            check.error((*path, "limit") if e.key is None else (*path, "limit", e.key), str(e),
+                        e.hint)
+        if effect not in (Effect.DENY, Effect.ASK, Effect.HALT):
+            check.error((*path, "effect"), "a limit rule's effect is what exceeding it does",
+                        "use deny (default), ask or halt")
+        if "use" in raw:
+            check.error((*path, "use"), "a limit rule cannot delegate to a provider")
+
+    conditions: list[tuple[str, Matcher]] = []
+    for key in raw:
+        if key in conditions_known and key not in _RULE_KEYS:
+            factory = get_condition(key)
+            assert factory is not None
+            try:
+                conditions.append((key, factory(_expand_lists(raw[key], env), env)))
+            except ConfigError as e:
+                sub = (*path, key) if e.key is None else (*path, key, e.key)
+                check.error(sub, str(e), e.hint)
+            except Exception as e:  # a condition's own bug must still name the line
+                check.error((*path, key), f"invalid configuration: {e}")
+
+    rewrite = None
+    if any(k in raw for k in ("set", "unset", "cap")):
+        rewrite = _rewrite(raw, path, check)
+        if effect is not Effect.MODIFY:
+            check.error((*path, "effect"), "'set', 'unset' and 'cap' rewrite arguments",
+                        "add 'effect: modify' to this rule")
+
+    policy = None
+    if "use" in raw:
+        policy = _provider(raw, path, check, env)
+        if conditions or rewrite:
+            check.error((*path, "use"), "a 'use' rule delegates to its provider",
+                        "move conditions into a separate rule")
+    elif "config" in raw:
+        check.error((*path, "config"), "'config' is only for providers", "add 'use: module:Class'")
+
+    if effect is Effect.MODIFY and policy is None and limit is None and not rewrite and not any(
+            k in ("secrets", "content", "max_chars") for k, _ in conditions):
+        check.error((*path, "effect"), "a modify rule must say how to rewrite",
+                    "add 'set:', 'cap:' or 'unset:' (or a redacting condition)")
+
+    if "examples" in raw:
+        collect_examples(raw["examples"], (*path, "examples"), check, examples)
+
+    if len(check.problems) != problems_before:
+        return None
+    return Rule(
+        rule_id.strip(), effect=effect, selector=selector, conditions=conditions,
+        message=message, mode=mode, on_error=on_error, source=lines.source(path),
+        policy=policy, phase=phase, rewrite=rewrite, order=order, limit=limit, on=on,
+    )
+
+
+def _is_list_ref(value: Any) -> bool:
+    return isinstance(value, Mapping) and list(value) == ["list"]
+
+
+def _expand_lists(value: Any, env: CompileEnv) -> Any:
+    """Replaces ``{list: name}`` references anywhere in a condition's config by the named
+    list's items, so every condition accepts named lists (``deny_domains: [{list: blocked}]``).
+
+    Raises:
+        ConfigError: for an unknown list.
+    """
+    if not env.lists and not isinstance(value, Mapping | list):
+        return value
+    if _is_list_ref(value):
+        return resolve_items(value, env)
+    if isinstance(value, list):
+        if any(_is_list_ref(item) for item in value):
+            flat: list[Any] = []
+            for item in value:
+                flat.extend(resolve_items(item, env) if _is_list_ref(item) else [item])
+            return flat
+        return [_expand_lists(item, env) for item in value]
+    if isinstance(value, Mapping):
+        return {k: _expand_lists(v, env) for k, v in value.items()}
+    return value
+
+
+def _selector(raw: Any, path: Path_, check: Checker) -> Selector:
+    if raw is None:
+        return Selector()
+    if isinstance(raw, str):
+        return Selector(tools=(raw,))
+    if not isinstance(raw, Mapping):
+        check.error(path, "must be a mapping", "e.g. match: {tool: [read_file, write_file]}")
+        return Selector()
+    check.keys(raw, path, _MATCH_KEYS, "match")
+    get = {k: check.strings(raw[k], (*path, k)) for k in _MATCH_KEYS if k in raw}
+    for side_effect in get.get("side_effect", ()):
+        if side_effect not in {s.value for s in SideEffect} | {"unknown"}:
+            check.error((*path, "side_effect"), f"unknown side effect {side_effect!r}",
+                        "use none, read, write, destructive, external or unknown")
+    return Selector(
+        tools=get.get("tool", ()), kinds=get.get("kind", ()), side_effects=get.get("side_effect", ()),
+        agents=get.get("agent", ()), principals=get.get("principal", ()),
+        frameworks=get.get("framework", ()),
+    )
+
+
+def _rewrite(raw: Mapping[str, Any], path: Path_, check: Checker) -> Rewrite:
+    set_ = raw.get("set", {})
+    if not isinstance(set_, Mapping):
+        check.error((*path, "set"), "must map argument names to values", "e.g. set: {limit: 100}")
+        set_ = {}
+    unset = check.strings(raw["unset"], (*path, "unset")) if "unset" in raw else ()
+    cap = raw.get("cap", {})
+    if not isinstance(cap, Mapping) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in cap.values()):
+        check.error((*path, "cap"), "must map argument names to numbers", "e.g. cap: {limit: 100}")
+        cap = {}
+    return Rewrite(set={str(k): v for k, v in set_.items()}, unset=unset,
+                   cap={str(k): v for k, v in cap.items()})
+
+
+def _provider(raw: Mapping[str, Any], path: Path_, check: Checker, env: CompileEnv) -> Any:
+    target = raw["use"]
+    config = raw.get("config") or {}
+    if not isinstance(target, str):
+        check.error((*path, "use"), "must be 'package.module:Name'")
+        return None
+    if not isinstance(config, Mapping):
+        check.error((*path, "config"), "must be a mapping of keyword arguments")
+        return None
+    try:
+        obj = _load_provider(target, env.base_dir)
+    except Exception as e:
+        check.error((*path, "use"), f"cannot load {target!r}: {e}",
+                    "modules are looked up next to the policy file, then on the Python path: "
+                    "write 'use: path/to/file.py:Name' for a file elsewhere, or add its folder "
+                    "to PYTHONPATH (or install the package)")
+        return None
+    try:
+        return instantiate(obj, dict(config))
+    except Exception as e:
+        check.error((*path, "config") if config else (*path, "use"),
+                    f"cannot create the policy from {target!r}: {type(e).__name__}: {e}")
+        return None
+
+
+_IMPORT_LOCK = threading.Lock()
+
+
+def _load_provider(target: str, base_dir: Path | None) -> Any:
+    """Imports a ``use:`` target, looking in the policy file's folder first.
+
+    ``python -m callwarden`` has the working directory on ``sys.path`` and the console script
+    does not; resolving against the policy's folder makes every entry point agree. The folder
+    is on ``sys.path`` only while the module imports, so a host's path is left as it was.
+    """
+    module_name = target.partition(":")[0]
+    top = module_name.split(".")[0]
+    if base_dir is None or module_name.endswith(".py") or not top.isidentifier() \
+            or top in sys.modules:
+        return load_object(target, base_dir=base_dir)
+    folder = str(base_dir.resolve())
+    if importlib.machinery.PathFinder.find_spec(top, [folder]) is None:
+        return load_object(target, base_dir=base_dir)
+    with _IMPORT_LOCK:
+        sys.path.insert(0, folder)
+        try:
+            return load_object(target, base_dir=base_dir)
+        finally:
+            sys.path.remove(folder)

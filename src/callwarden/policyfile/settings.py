@@ -1,0 +1,177 @@
+"""What a loaded policy is made of: :class:`LoadedPolicy`, and the policy-wide settings
+(``default``, ``mode``, ``on_error``, ``timeout``, ``workspace``, ``state``, ``audit``,
+``approvals``) checked into typed values.
+
+Loading opens nothing. The guard opens the state store, the audit sinks and the approvals
+store from these settings, and builds the engine with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from callwarden._decision import Effect, Mode
+from callwarden._profiles import ToolProfile
+from callwarden._units import parse_duration
+from callwarden.approvals import ApprovalSettings, parse_config
+from callwarden.approvals._config import resolve_state_url
+from callwarden.audit import AuditSettings, parse_audit_config
+from callwarden.engine import Engine, Rule, Settings
+from callwarden.exceptions import ConfigError, PolicyError, Problem
+from callwarden.policyfile.check import Checker, Path_
+from callwarden.policyfile.yamlsrc import Lines
+from callwarden.state import check_store_url
+
+__all__ = ["LoadedPolicy", "parse_approvals", "parse_audit", "parse_settings", "parse_state",
+           "parse_workspace"]
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedPolicy:
+    """A policy file compiled and checked: its rules, profiles and settings.
+
+    Attributes:
+        rules: the compiled rules, inherited ones first, in policy order.
+        settings: the policy-wide decision settings (default, mode, on_error, timeout, name).
+        profiles: the ``tools:`` profiles (inherited ones merged in).
+        state: the ``state:`` store URL (a relative SQLite path made absolute), or None.
+        audit: the checked ``audit:`` section (no sink open yet), or None.
+        approvals: the checked ``approvals:`` section (its ``state`` URL made absolute), or None.
+        workspace: where relative paths and ``~`` point (``root``, ``home``).
+        digest: the SHA-256 of the policy's text.
+        source: the policy file's path, when it was loaded from one.
+        lines: where each key is written, for errors found when the guard opens a store or a
+            sink.
+    """
+
+    rules: tuple[Rule, ...]
+    settings: Settings
+    profiles: Mapping[str, ToolProfile] = field(default_factory=dict)
+    state: str | None = None
+    audit: AuditSettings | None = None
+    approvals: ApprovalSettings | None = None
+    workspace: Mapping[str, str] = field(default_factory=dict)
+    digest: str = ""
+    source: str | None = None
+    lines: Lines | None = None
+
+    def engine(self, *, store: Any = None, clock: Any = None) -> Engine:
+        """A new engine deciding with this policy (``store`` for its limits and history)."""
+        return Engine(self.rules, settings=self.settings, profiles=self.profiles, store=store,
+                      clock=clock)
+
+    def error(self, path: Path_, message: str, hint: str | None = None) -> PolicyError:
+        """A :class:`PolicyError` naming the line of ``path`` (e.g. ``("state",)``)."""
+        lines = self.lines or Lines(self.source)
+        key = ".".join(str(p) for p in path) or None
+        return PolicyError(Problem(message, lines.file, lines.line(path), key, hint))
+
+
+def parse_settings(data: Mapping[str, Any], check: Checker, lines: Lines, digest: str) -> Settings:
+    default = check.choice(data.get("default", "allow"), ("default",), ("allow", "deny"))
+    mode = check.choice(data.get("mode", "enforce"), ("mode",), ("enforce", "observe"))
+    on_error = check.choice(data.get("on_error", "deny"), ("on_error",),
+                            ("deny", "halt", "ask", "allow"))
+    timeout = 1.0
+    if "timeout" in data:
+        try:
+            timeout = parse_duration(data["timeout"])
+        except ValueError as e:
+            check.error(("timeout",), str(e))
+    combine = data.get("combine", "strictest")
+    if combine != "strictest":
+        check.error(("combine",), f"unknown combining strategy {combine!r}",
+                    "only 'strictest' (halt > deny > ask > allow) is available")
+    if "max_arg_depth" in data and not (isinstance(data["max_arg_depth"], int)
+                                        and data["max_arg_depth"] > 0):
+        check.error(("max_arg_depth",), "must be a positive integer")
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        check.error(("name",), "must be a string")
+        name = None
+    label = f"{name or Path(lines.file or 'policy').name}@{digest[:12]}"
+    return Settings(
+        default=Effect(default or "allow"),
+        default_source=lines.source(("default",)) if "default" in data else None,
+        mode=Mode(mode or "enforce"),
+        on_error=Effect(on_error or "deny"),
+        timeout=timeout,
+        name=label,
+    )
+
+
+def parse_workspace(raw: Any, check: Checker, folder: Path) -> dict[str, Any]:
+    """``workspace: {root: ., home: /home/dev}``: where relative paths and ``~`` point.
+
+    Defaults: the process's working directory and ``$HOME`` when the guard is built.
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        check.error(("workspace",), "must be a mapping", "e.g. workspace: {root: ., home: ~}")
+        return {}
+    check.keys(raw, ("workspace",), ("root", "home"), "workspace")
+    out: dict[str, Any] = {}
+    for key in ("root", "home"):
+        if key in raw:
+            value = raw[key]
+            if not isinstance(value, str) or not value:
+                check.error(("workspace", key), "must be a directory path")
+                continue
+            path = Path(value).expanduser()
+            out[key] = str(path if path.is_absolute() else (folder / path).resolve())
+    if "root" in out:
+        out["project_root"] = out["cwd"] = out["root"]
+    return out
+
+
+
+def parse_state(raw: Any, check: Checker, base_dir: Path) -> str | None:
+    """``state: URL``: checked, not opened; a relative SQLite path is relative to the policy."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw:
+        check.error(("state",), "must be a store URL",
+                    "memory, sqlite:///state.db (next to the policy) or redis://host:6379/0")
+        return None
+    try:
+        check_store_url(raw)
+    except ValueError as e:
+        check.error(("state",), str(e), "memory, sqlite:///path.db or redis://host:6379/0")
+        return None
+    return resolve_state_url(raw, base_dir)
+
+
+def parse_audit(raw: Any, check: Checker, base_dir: Path) -> AuditSettings | None:
+    """The ``audit:`` section, checked; its sinks are opened by the guard."""
+    if raw is None:
+        return None
+    try:
+        return parse_audit_config(raw, base_dir=base_dir)
+    except ConfigError as e:
+        sub = tuple(getattr(e, "path", ()) or ())
+        check.error(("audit", *sub), str(e), e.hint)
+        return None
+
+
+def parse_approvals(raw: Any, check: Checker, base_dir: Path) -> ApprovalSettings | None:
+    """The ``approvals:`` section, checked; a ``state`` URL made absolute, not opened."""
+    if raw is None:
+        return None
+    try:
+        settings = parse_config(raw)
+    except ConfigError as e:
+        check.error(("approvals",) if e.key is None else ("approvals", e.key), str(e), e.hint)
+        return None
+    if settings.state is None:
+        return settings
+    try:
+        check_store_url(settings.state)
+    except ValueError as e:
+        check.error(("approvals", "state"), str(e))
+        return None
+    return ApprovalSettings(settings.ttl, settings.approvers, settings.on_expiry,
+                            resolve_state_url(settings.state, base_dir))
