@@ -21,7 +21,8 @@ from callwarden._call import ToolCall
 from callwarden._profiles import default_profile
 from callwarden.conditions.base import CompileEnv, Subject
 from callwarden.conditions.paths import PathMatcher
-from callwarden.conditions.urls import UrlMatcher, _analyze
+from callwarden.analysis.urls import _analyze
+from callwarden.conditions.urls import UrlMatcher
 
 BATCHES = 31
 

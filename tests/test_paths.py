@@ -12,16 +12,15 @@ import pytest
 from callwarden._call import ToolCall
 from callwarden._profiles import ToolProfile, default_profile
 from callwarden.conditions.base import CompileEnv, ConfigError, Subject, get_condition
-from callwarden.conditions.paths import (
+from callwarden.analysis.globs import glob_intersects, glob_to_regex
+from callwarden.analysis.globs import literal_prefix as glob_literal_prefix
+from callwarden.analysis.paths import (
     PathCanonicalizer,
-    PathMatcher,
     canonical_path,
-    glob_intersects,
-    glob_literal_prefix,
-    glob_to_regex,
     load_sensitive_globs,
     resolve_physical,
 )
+from callwarden.conditions.paths import PathMatcher
 
 ROOT = "/home/dev/project"
 HOME = "/home/dev"

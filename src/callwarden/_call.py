@@ -9,6 +9,7 @@ import enum
 import fractions
 import itertools
 import json
+import math
 import os
 import pathlib
 import time
@@ -20,8 +21,7 @@ from callwarden.exceptions import InvalidCall
 
 __all__ = [
     "MAX_ARG_DEPTH", "FrozenDict", "Opaque", "ToolCall", "freeze", "freeze_args", "freeze_call_args",
-    "new_id",
-    "parse_args", "snapshot", "thaw",
+    "json_safe", "new_id", "parse_args", "snapshot", "thaw",
 ]
 
 MAX_ARG_DEPTH = 64
@@ -176,6 +176,31 @@ def _freeze(value: Any, depth: int, max_depth: int, path: set[int]) -> Any:
         path.discard(ident)
 
 
+def json_safe(value: Any, *, max_depth: int = 100) -> Any:
+    """Returns ``value`` as plain JSON data; what JSON cannot hold becomes its ``repr``."""
+    return _safe(value, 0, max_depth)
+
+
+def _safe(value: Any, depth: int, max_depth: int) -> Any:
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if depth >= max_depth:
+        return "<too deep>"
+    if isinstance(value, Mapping):
+        return {str(k): _safe(v, depth + 1, max_depth) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_safe(v, depth + 1, max_depth) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<unrepresentable {type(value).__name__}>"
+    return text[:1000]
+
+
 def freeze_call_args(args: Any) -> FrozenDict:
     """Freezes arguments given as a mapping or a JSON object string (``parse_args``).
 
@@ -299,8 +324,6 @@ class ToolCall(_ToolCallFields):
 
     def to_dict(self) -> dict[str, Any]:
         """Returns a JSON-safe dict of the call."""
-        from callwarden._jsonsafe import json_safe
-
         return {
             "tool": self.tool,
             "args": json_safe(self.args),

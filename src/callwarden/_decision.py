@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from callwarden._call import FrozenDict, ToolCall
-from callwarden._jsonsafe import json_safe
+from callwarden._call import FrozenDict, ToolCall, json_safe
 
 __all__ = ["Decision", "Effect", "Mode", "Reason", "RuleMatch", "Verdict"]
 

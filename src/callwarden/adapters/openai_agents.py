@@ -41,10 +41,9 @@ from agents.tool_guardrails import (
     ToolOutputGuardrailData,
 )
 
-from callwarden._call import thaw
+from callwarden._call import json_safe, thaw
 from callwarden._decision import Decision, Effect
 from callwarden._enforce import Enforcer, describe_refusal
-from callwarden._jsonsafe import json_safe
 from callwarden.approvals import ApprovalPending, aresolve_ask
 
 __all__ = ["FRAMEWORK", "ToolGate", "guard_agent", "guard_tools"]

@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from callwarden._call import json_safe
 from callwarden._decision import Effect
 from callwarden._flow import Flow, Step, adrive, drive, sleep
-from callwarden._jsonsafe import json_safe
+from callwarden.analysis.globs import check_glob
 from callwarden.approvals._records import (
     ApprovalRequest,
     Grant,
@@ -439,6 +440,8 @@ class Approvals:
             fields = (call.tool, call.session, call.agent, callers, None, None)
         call_tool, session, agent, callers, recorded, request_id = fields
         self._check_approver(callers, recorded, by)
+        if tool is not None:
+            check_glob(tool)  # a grant whose tool glob cannot be read would grant nothing
         if scope is Scope.SESSION and session is None:
             raise ValueError("a session-scoped grant needs a call made in a session")
         if scope is Scope.AGENT and agent is None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
-from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Self
 
-from callwarden._jsonsafe import json_safe
+from callwarden._call import json_safe
+from callwarden.analysis.globs import GlobError, compile_glob
 
 if TYPE_CHECKING:
     from callwarden._decision import Decision
@@ -192,7 +193,7 @@ class Grant(_Record):
     def covers(self, decision: Decision) -> bool:
         """Whether this (active) grant pre-approves the call a decision is about."""
         call = decision.call
-        if self.status is not GrantStatus.ACTIVE or not fnmatchcase(call.tool, self.tool):
+        if self.status is not GrantStatus.ACTIVE or not _tool_glob(self.tool)(call.tool):
             return False
         if self.scope is Scope.SESSION:
             return call.session is not None and call.session == self.session
@@ -211,3 +212,16 @@ def allowlist(approvers: Sequence[str] | None) -> list[str] | None:
     if not all(isinstance(a, str) and a for a in out):
         raise ValueError("approvers must be non-empty strings")
     return out
+
+
+@lru_cache(maxsize=256)
+def _tool_glob(pattern: str) -> Callable[[str], bool]:
+    """The test of a grant's tool name or glob; a glob that cannot be read grants nothing."""
+    try:
+        return compile_glob(pattern)
+    except GlobError:
+        return _nothing
+
+
+def _nothing(_: str) -> bool:
+    return False

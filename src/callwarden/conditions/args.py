@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from callwarden._call import FrozenDict
+from callwarden.analysis.globs import GlobError, GlobSet, is_glob
 from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
-from callwarden.engine.rules import is_glob
 from callwarden.exceptions import ConfigError
 
 __all__ = ["ArgsMatcher"]
@@ -22,9 +20,10 @@ _MISSING = object()
 class ArgsMatcher:
     """``args: {path.to.arg: pattern}``: every listed argument matches one of its patterns.
 
-    A string pattern with ``*``, ``?`` or ``[...]`` is a glob over string values; any other
-    value must be equal (same type). A list gives alternatives. Rules whose only condition is
-    one argument with literal values are indexed by that value (see ``index_key``).
+    A string pattern with ``*``, ``?``, ``[...]`` or ``{a,b}`` is a glob over string values (the
+    dialect of :mod:`callwarden.analysis.globs`); any other value must be equal (same type).
+    A list gives alternatives. Rules whose only condition is one argument with literal values
+    are indexed by that value (see ``index_key``).
     """
 
     __slots__ = ("_checks", "_single", "_single_hit", "index_key")
@@ -40,8 +39,10 @@ class ArgsMatcher:
                 raise ConfigError("patterns must be strings or plain values", key=name)
             globs = [p for p in values if isinstance(p, str) and is_glob(p)]
             exact = frozenset((type(v), v) for v in values if not (isinstance(v, str) and is_glob(v)))
-            regex = re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs), re.S) \
-                if globs else None
+            try:
+                regex = GlobSet(globs).regex if globs else None
+            except GlobError as e:
+                raise ConfigError(str(e), key=name, hint=e.hint) from e
             checks.append((tuple(str(name).split(".")), exact, regex))
         self._checks = tuple(checks)
         only = checks[0] if len(checks) == 1 else None
@@ -65,7 +66,7 @@ class ArgsMatcher:
                 found = (type(arg), arg) in exact
             except TypeError:
                 found = False
-            if found or (regex is not None and type(arg) is str and regex.match(arg)):
+            if found or (regex is not None and type(arg) is str and regex.fullmatch(arg)):
                 return self._single_hit
             return None
         for path, exact, regex in self._checks:
@@ -79,7 +80,7 @@ class ArgsMatcher:
             except TypeError:  # unhashable value (a list or mapping): only globs could match
                 found = False
             if not found and (regex is None or type(value) is not str
-                              or regex.match(value) is None):
+                              or regex.fullmatch(value) is None):
                 return None
         if len(self._checks) == 1:
             return Hit(f"args.{'.'.join(self._checks[0][0])} matches", "args.matched")

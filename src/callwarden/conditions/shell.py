@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from callwarden.analysis.detectors import DetectorSet
+from callwarden.analysis.globs import GlobError
 from callwarden.analysis.shell._analysis import analyze_command
 from callwarden.analysis.shell._model import CommandAnalysis, SimpleCommand
 from callwarden.analysis.shell._parse import INSTALL_HINT, parser_available
@@ -324,8 +325,8 @@ def _paths(config: Mapping[str, Any], key: str) -> PathGlobs | None:
         return None
     try:
         return PathGlobs(values)
-    except Exception as e:  # a bad character class is the only way to get here
-        raise ConfigError(f"invalid glob in {key}: {e}", key=key) from e
+    except GlobError as e:
+        raise ConfigError(f"invalid glob in {key}: {e}", key=key, hint=e.hint) from e
 
 
 def _rules(value: Any) -> ShellPatternSet | None:

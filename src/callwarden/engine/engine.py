@@ -19,12 +19,13 @@ from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verd
 from callwarden._flow import Flow, drive
 from callwarden._messages import decision_message, invalid_call
 from callwarden._profiles import ToolProfile, default_profile
+from callwarden.analysis.globs import is_glob
 from callwarden.conditions.base import Subject
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
 from callwarden.engine.index import Plan, RuleIndex
 from callwarden.engine.limits import describe_exceeded
 from callwarden.engine.output import OutputCheck, check_output
-from callwarden.engine.rules import Rule, _NameSet, is_glob
+from callwarden.engine.rules import NameSet, Rule
 from callwarden.engine.steps import PolicyStep, StoreFailure, StoreStep
 from callwarden.exceptions import InvalidCall, InvalidResult
 from callwarden.state._base import Counter, HistoryEntry
@@ -105,7 +106,7 @@ class Engine:
         self._plans = self._index._cache  # read directly on the hot path
         profiles = dict(profiles or {})
         self._profiles = {k: v for k, v in profiles.items() if not is_glob(k)}
-        self._profile_globs = [(_NameSet([k]), v) for k, v in profiles.items() if is_glob(k)]
+        self._profile_globs = [(NameSet([k]), v) for k, v in profiles.items() if is_glob(k)]
         self._profile_cache: dict[str, ToolProfile] = {}
         #: What the default decides in this mode, and the would-effect it reports (observe).
         self._default_effect = settings.default if settings.mode is Mode.ENFORCE else Effect.ALLOW

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from callwarden._profiles import ToolProfile
-from callwarden.engine.rules import Rule, is_glob
+from callwarden.analysis.globs import is_glob
+from callwarden.engine.rules import Rule
 
 __all__ = ["Plan", "RuleIndex"]
 

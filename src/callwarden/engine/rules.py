@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import fnmatch
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -12,34 +10,23 @@ from typing import Any
 from callwarden._call import FrozenDict, ToolCall, freeze
 from callwarden._decision import Effect, Mode, Verdict
 from callwarden._profiles import ToolProfile
+from callwarden.analysis.globs import GlobSet
 from callwarden.conditions.base import Hit, Matcher, Subject
 from callwarden.engine.user import as_verdict
 
-__all__ = ["Rewrite", "Rule", "Selector", "is_glob"]
+__all__ = ["NameSet", "Rewrite", "Rule", "Selector"]
 
-_GLOB_CHARS = frozenset("*?[")
 # Hit codes that mean "could not be analysed" rather than "matched".
 _UNCERTAIN = (".parse_error", ".invalid", ".opaque", ".incomplete", ".error")
 
 
-def is_glob(text: str) -> bool:
-    """True when ``text`` contains glob characters."""
-    return not _GLOB_CHARS.isdisjoint(text)
+class NameSet:
+    """Names and name globs (tool, agent, principal, framework), matched case-sensitively."""
 
-
-def _glob_regex(patterns: Iterable[str]) -> re.Pattern[str] | None:
-    parts = [fnmatch.translate(p) for p in patterns]
-    return re.compile("|".join(f"(?:{p})" for p in parts)) if parts else None
-
-
-class _NameSet:
-    """Exact names plus globs, matched case-sensitively."""
-
-    __slots__ = ("_seen", "exact", "regex")
+    __slots__ = ("_globs", "_seen")
 
     def __init__(self, patterns: Sequence[str]) -> None:
-        self.exact = frozenset(p for p in patterns if not is_glob(p))
-        self.regex = _glob_regex(p for p in patterns if is_glob(p))
+        self._globs = GlobSet(patterns)
         # Agents, principals and frameworks are few: remember the answer per name.
         self._seen: dict[object, bool] = {}
 
@@ -62,9 +49,7 @@ class _NameSet:
             value = ""  # an absent agent/principal matches only "*"
         if not isinstance(value, str):
             return False
-        if value in self.exact:
-            return True
-        return self.regex is not None and self.regex.match(value) is not None
+        return self._globs(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +69,7 @@ class Selector:
 
     def static_match(self, profile: ToolProfile) -> bool:
         """True when the rule can apply to this tool at all."""
-        if self.tools and profile.name not in _NameSet(self.tools):
+        if self.tools and profile.name not in NameSet(self.tools):
             return False
         if self.kinds and not any(_kind_matches(k, profile.kind) for k in self.kinds):
             return False
@@ -99,9 +84,9 @@ class Selector:
         if not (self.agents or self.principals or self.frameworks):
             return None
         return _DynamicCheck(
-            _NameSet(self.agents) if self.agents else None,
-            _NameSet(self.principals) if self.principals else None,
-            _NameSet(self.frameworks) if self.frameworks else None,
+            NameSet(self.agents) if self.agents else None,
+            NameSet(self.principals) if self.principals else None,
+            NameSet(self.frameworks) if self.frameworks else None,
         )
 
 
@@ -117,8 +102,8 @@ def _kind_matches(pattern: str, kind: str) -> bool:
 class _DynamicCheck:
     __slots__ = ("agents", "frameworks", "principals")
 
-    def __init__(self, agents: _NameSet | None, principals: _NameSet | None,
-                 frameworks: _NameSet | None) -> None:
+    def __init__(self, agents: NameSet | None, principals: NameSet | None,
+                 frameworks: NameSet | None) -> None:
         self.agents = agents
         self.principals = principals
         self.frameworks = frameworks

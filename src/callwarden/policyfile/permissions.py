@@ -8,13 +8,12 @@ it is flag-aware for shells, canonicalized for paths and host-aware for URLs.
 
 from __future__ import annotations
 
-import fnmatch
-import os
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from callwarden._decision import Effect
+from callwarden.analysis.globs import GlobSet
 from callwarden.conditions.base import CompileEnv, Hit, Matcher, Subject
 from callwarden.conditions.paths import PathMatcher
 from callwarden.conditions.shell import ShellMatcher
@@ -33,28 +32,26 @@ class _PrimaryGlob:
     With ``outside_of`` it is the complement used by ``allow`` strings: it holds when some
     value is matched by none of those globs (or is not a string)."""
 
-    __slots__ = ("_outside_of", "_pattern", "_regex", "_role")
+    __slots__ = ("_globs", "_outside_of", "_pattern")
 
-    def __init__(self, pattern: str, role: str | None, regex: re.Pattern[str], *,
-                 outside_of: tuple[re.Pattern[str], ...] = ()) -> None:
+    def __init__(self, pattern: str, *, outside_of: Sequence[str] = ()) -> None:
         self._pattern = pattern
-        self._role = role
-        self._regex = regex
-        self._outside_of = outside_of
+        self._globs = GlobSet([pattern])
+        self._outside_of = GlobSet(outside_of) if outside_of else None
 
     def __call__(self, subject: Subject) -> Hit | None:
-        value = subject.role(self._role) if self._role else subject.primary
+        value = subject.primary
         values = value if isinstance(value, tuple) else (value,)
         for v in values:
             if not isinstance(v, str):
-                if self._outside_of:
+                if self._outside_of is not None:
                     return Hit("a value that is not text", "pattern.outside")
                 continue
-            text = os.path.expanduser(v) if self._role == "path" else " ".join(v.split())
-            if self._outside_of:
-                if not any(r.match(text) for r in self._outside_of):
+            text = " ".join(v.split())
+            if self._outside_of is not None:
+                if not self._outside_of(text):
                     return Hit(f"{v[:200]!r} matches no allowed pattern", "pattern.outside")
-            elif self._regex.match(text):
+            elif self._globs(text):
                 return Hit(f"{v[:200]!r} matches {self._pattern!r}", "pattern.matched")
         return None
 
@@ -98,38 +95,31 @@ def compile_permission_pattern(kind: str | None, pattern: str, *, allow: bool = 
         return own
     together = [pattern, *(p for p in siblings if p != pattern)]
     if kind == "shell":
-
         outside: Matcher = ShellMatcher({"allow": together, "opaque": "hit", "parse_error": "hit",
                                          "writes": ["**", "/**", "!/dev/null"]}, CompileEnv())
     elif kind in ("file.read", "file.write"):
-
         outside = PathMatcher({"deny": ["/**", *(f"!{p}" for p in together)]}, CompileEnv())
     elif kind == "http" and pattern.startswith("domain:"):
-
         hosts = [p[len("domain:"):].strip().lower() for p in together if p.startswith("domain:")]
         outside = UrlMatcher({"allow_domains": hosts, "block_private": False}, CompileEnv())
     else:
-        regexes = [re.compile(fnmatch.translate(p), re.S) for p in together]
-        outside = _PrimaryGlob(pattern, None, regexes[0], outside_of=tuple(regexes))
+        outside = _PrimaryGlob(pattern, outside_of=together)
     return _AllOf(own, outside, pattern)
 
 
 def _some_matcher(kind: str | None, pattern: str) -> Matcher:
     if kind == "shell":
-
         # Flag-aware and parsed: `rm -rf *` also catches `rm -fr /`, `sudo /bin/rm -R -f ~`.
         return ShellMatcher({"deny": [pattern]}, CompileEnv())
     if kind in ("file.read", "file.write"):
-
         # Canonicalized like every path rule: `~`, `$HOME`, `..`, encodings, case, symlinks.
         return PathMatcher({"deny": [pattern]}, CompileEnv())
     if kind == "http" and pattern.startswith("domain:"):
-
         host = pattern[len("domain:"):].strip().lower()
         if not host:
             raise ConfigError("domain: needs a host name", hint="e.g. WebFetch(domain:example.com)")
         return UrlMatcher({"deny_domains": [host], "block_private": False}, CompileEnv())
-    return _PrimaryGlob(pattern, None, re.compile(fnmatch.translate(pattern), re.S))
+    return _PrimaryGlob(pattern)
 
 
 _PERMISSION = re.compile(r"^\s*([A-Za-z0-9_.*?\-\[\]]+)\s*(?:\((.*)\))?\s*$", re.S)

@@ -21,11 +21,18 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from functools import lru_cache
 
+from callwarden.analysis.globs import (
+    GlobSet,
+    check_glob,
+    compile_glob,
+    expand_braces,
+    glob_to_regex,
+    is_glob,
+)
 from callwarden.analysis.shell._canon import canonical_program, parse_arguments
 from callwarden.analysis.shell._model import UNKNOWN_OPERAND, CommandAnalysis, SimpleCommand
 from callwarden.analysis.shell._programs import WRAPPERS, program_family, spec_for
@@ -33,7 +40,6 @@ from callwarden.analysis.shell._words import brace_expand
 
 __all__ = ["CommandRule", "PathGlobs", "PatternMatch", "ShellPatternSet", "compile_rule"]
 
-_GLOB_CHARS = frozenset("*?[")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,93 +62,23 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class _Glob:
-    """A glob over one word: ``*``/``?`` stay within a path segment unless ``path=False``."""
-
-    __slots__ = ("literal", "regex", "text")
-
-    def __init__(self, text: str, *, path: bool = True, ignore_case: bool = False) -> None:
-        self.text = text
-        if not (_GLOB_CHARS & set(text)) and not ignore_case:
-            self.literal: str | None = text
-            self.regex: re.Pattern[str] | None = None
-        else:
-            self.literal = None
-            self.regex = re.compile(_glob_regex(text, path=path),
-                                    re.DOTALL | (re.IGNORECASE if ignore_case else 0))
-
-    def __call__(self, value: str) -> bool:
-        if self.literal is not None:
-            return value == self.literal
-        assert self.regex is not None
-        return self.regex.match(value) is not None
+_Test = Callable[[str], bool]
 
 
-class _GlobSet:
-    """Several globs as one test: a set of literals plus one combined regex."""
+def _glob(text: str, *, ignore_case: bool = False) -> _Test:
+    """A glob over one word, in the one dialect (:mod:`callwarden.analysis.globs`).
 
-    __slots__ = ("globs", "literals", "regex")
-
-    def __init__(self, globs: Sequence[str], *, path: bool = True,
-                 ignore_case: bool = False) -> None:
-        self.globs = tuple(globs)
-        self.literals = frozenset(g for g in globs if not (_GLOB_CHARS & set(g))) \
-            if not ignore_case else frozenset()
-        patterns = [_glob_regex(g, path=path) for g in globs if g not in self.literals]
-        self.regex = re.compile("|".join(f"(?:{p})" for p in patterns),
-                                re.DOTALL | (re.IGNORECASE if ignore_case else 0)) \
-            if patterns else None
-
-    def __call__(self, value: str) -> bool:
-        if value in self.literals:
-            return True
-        return self.regex is not None and self.regex.match(value) is not None
-
-    def __bool__(self) -> bool:
-        return bool(self.globs)
-
-
-def _glob_regex(glob: str, *, path: bool) -> str:
-    out: list[str] = []
-    i = 0
-    n = len(glob)
-    star = "[^/]*" if path else ".*"
-    one = "[^/]" if path else "."
-    while i < n:
-        c = glob[i]
-        if glob.startswith("**/", i) and path:
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append(star)
-            i += 1
-        elif c == "?":
-            out.append(one)
-            i += 1
-        elif c == "[":
-            end = glob.find("]", i + 2)
-            if end == -1:
-                out.append(r"\[")
-                i += 1
-            else:
-                body = glob[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return "".join(out) + r"\Z"
+    Raises:
+        ValueError: the pattern is not of the dialect (a ``GlobError``).
+    """
+    return compile_glob(text, ignore_case=ignore_case)
 
 
 class CommandRule:
     """A compiled condition on one simple command (from a pattern or a structured rule)."""
 
     __slots__ = (
+        "_program_test",
         "any_flags",
         "any_program",
         "args",
@@ -178,27 +114,27 @@ class CommandRule:
         wrapper_only: bool = False,
     ) -> None:
         self.label = label
-        literal = [p for p in programs if not (_GLOB_CHARS & set(p))]
+        literal = [p for p in programs if not is_glob(p)]
         self.programs = frozenset(literal)
-        self.program_globs = tuple(p for p in programs if _GLOB_CHARS & set(p))
+        self.program_globs = tuple(p for p in programs if is_glob(p))
         self.any_program = "*" in self.program_globs
+        self._program_test = GlobSet(self.program_globs) if self.program_globs else None
         self.wrappers = frozenset(wrappers)
         self.wrapper_only = wrapper_only
-        self.subcommands = tuple(_Glob(s, path=False, ignore_case=ignore_case)
-                                 for s in subcommands)
+        self.subcommands = tuple(_glob(s, ignore_case=ignore_case) for s in subcommands)
         self.flags = frozenset(flags)
         self.any_flags = frozenset(any_flags)
         self.not_flags = frozenset(not_flags)
         self.options = tuple(
-            (name, tuple(_Glob(v, path=False, ignore_case=ignore_case) for v in values))
+            (name, tuple(_glob(v, ignore_case=ignore_case) for v in values))
             for name, values in (options or {}).items()
         )
         self.prefix = positional is None or "*" in positional
-        self.positional: tuple[_Glob | None, ...] | None = None if positional is None else tuple(
-            None if p == "*" else _Glob(p, ignore_case=ignore_case) for p in positional
+        self.positional: tuple[_Test | None, ...] | None = None if positional is None else tuple(
+            None if p == "*" else _glob(p, ignore_case=ignore_case) for p in positional
         )
-        self.args = _GlobSet(args, ignore_case=ignore_case)
-        self.line = _GlobSet(line, path=False, ignore_case=ignore_case)
+        self.args = GlobSet(args, ignore_case=ignore_case)
+        self.line = GlobSet(line, ignore_case=ignore_case)
 
     @property
     def index_keys(self) -> frozenset[str] | None:
@@ -253,7 +189,8 @@ class CommandRule:
         family = program_family(program)
         if family != program and family in self.programs:
             return True
-        return any(fnmatchcase(program, g) or fnmatchcase(family, g) for g in self.program_globs)
+        test = self._program_test
+        return test is not None and (test(program) or test(family))
 
 
 @lru_cache(maxsize=8192)
@@ -311,7 +248,7 @@ def _depth_between(ancestor: str, path: str) -> int:
     return rest.count("/") + 1
 
 
-def _match_sequence(globs: Sequence[_Glob | None], values: Sequence[str],
+def _match_sequence(globs: Sequence[_Test | None], values: Sequence[str],
                     home: str | None, cwd: str | None = None) -> bool:
     if not globs:
         return not values
@@ -364,7 +301,7 @@ def _parse_stage(words: Sequence[str], label: str) -> CommandRule:
     if program == "*":
         return CommandRule(label=label, wrappers=wrappers, programs=["*"],
                            positional=None if rest == ["*"] or not rest else ["*"])
-    spec_program = program if not (_GLOB_CHARS & set(program)) else ""
+    spec_program = program if not is_glob(program) else ""
     flags, options, positionals, _ = parse_arguments(spec_program, rest)
     if rest and rest[-1] == "*" and "*" not in positionals:
         positionals = (*positionals, "*")  # ``nc -e *``: the star was read as -e's value
@@ -546,7 +483,7 @@ def _relabel(rule: CommandRule | _Pipeline, label: str) -> CommandRule | _Pipeli
 def canonical_flags(program: str, names: Iterable[str],
                     subcommand: str | None = None) -> frozenset[str]:
     """Canonical names of flags spelled in a structured rule (``r`` -> ``recursive`` for rm)."""
-    spec = spec_for(program) if program and not (_GLOB_CHARS & set(program)) else spec_for("")
+    spec = spec_for(program) if program and not is_glob(program) else spec_for("")
     if subcommand and spec.subcommands:
         spec = spec.subcommands.get(subcommand, spec)
     out: set[str] = set()
@@ -566,17 +503,21 @@ def canonical_flags(program: str, names: Iterable[str],
 class PathGlobs:
     """Path globs with ``!`` exclusions, matched against the paths a command reads or writes.
 
-    ``*`` stays within a directory, ``**`` crosses directories, a glob without ``/`` matches a
+    The one glob dialect (:mod:`callwarden.analysis.globs`): ``*`` stays within a directory,
+    ``**`` crosses directories, ``{a,b}`` gives alternatives; a glob without ``/`` matches a
     file name anywhere (``.env``), ``~/`` means the home directory (also when the analysis
-    expanded it). A path that is itself a glob (``cat ~/.ssh/*``) matches when it could name
-    a denied file.
+    expanded it). A path that is itself a glob (``cat ~/.ssh/*``) matches when it names a
+    typical file of a denied glob (its *witness*: ``~/.ssh/x`` for ``~/.ssh/**``).
+
+    Raises:
+        ValueError: a pattern is not of the dialect (a ``GlobError`` naming it).
     """
 
     __slots__ = ("_any", "_any_exclude", "_deny", "_exclude", "patterns")
 
     def __init__(self, patterns: Sequence[str], *, ignore_case: bool = False) -> None:
         self.patterns = tuple(patterns)
-        deny: list[tuple[str, re.Pattern[str], str]] = []
+        deny: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = []
         exclude: list[re.Pattern[str]] = []
         flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
         for raw in patterns:
@@ -585,11 +526,13 @@ class PathGlobs:
             glob = glob.replace("${HOME}", "~").replace("$HOME", "~")
             if "/" not in glob.rstrip("/"):
                 glob = "**/" + glob
-            regex = re.compile(_glob_regex(glob.rstrip("/") or "/", path=True), flags)
+            glob = glob.rstrip("/") or "/"
+            check_glob(glob)
+            regex = re.compile(glob_to_regex(glob), flags)
             if negate:
                 exclude.append(regex)
             else:
-                deny.append((raw, regex, _witness(glob)))
+                deny.append((raw, regex, tuple(_witness(alt) for alt in expand_braces(glob))))
         self._deny = tuple(deny)
         self._exclude = tuple(exclude)
         self._any = re.compile("|".join(f"(?:{r.pattern})" for _, r, _ in deny), flags) \
@@ -603,25 +546,58 @@ class PathGlobs:
             return None
         for path in paths:
             forms = _forms(path, home) if path else ()
-            is_glob = bool(_GLOB_CHARS & set(path))
-            if not is_glob and not any(self._any.match(f) for f in forms):
+            globbed = is_glob(path)
+            if not globbed and not any(self._any.fullmatch(f) for f in forms):
                 continue
-            if self._any_exclude is not None and any(self._any_exclude.match(f) for f in forms):
+            if self._any_exclude is not None and any(
+                    self._any_exclude.fullmatch(f) for f in forms):
                 continue
-            path_regex = None
-            for raw, regex, witness in self._deny:
-                if any(regex.match(f) for f in forms):
+            path_regex: list[re.Pattern[str]] | None = None
+            for raw, regex, witnesses in self._deny:
+                if any(regex.fullmatch(f) for f in forms):
                     return path, raw
-                if is_glob and not any(x.match(witness) for x in self._exclude):
+                if not globbed:
+                    continue
+                for witness in witnesses:
+                    if any(x.fullmatch(witness) for x in self._exclude):
+                        continue
                     if path_regex is None:
-                        path_regex = [re.compile(_glob_regex(f, path=True), re.DOTALL)
-                                      for f in forms]
-                    if any(r.match(witness) for r in path_regex):
+                        path_regex = [_argument_regex(f) for f in forms]
+                    if any(r is not None and r.fullmatch(witness) for r in path_regex):
                         return path, raw
         return None
 
 
+def _argument_regex(form: str) -> re.Pattern[str] | None:
+    """A globbed path argument as a regex; None when it is not a glob of the dialect (the
+    shell took it literally)."""
+    try:
+        check_glob(form)
+    except ValueError:
+        return None
+    return re.compile(glob_to_regex(form), re.DOTALL)
+
+
 def _witness(glob: str) -> str:
-    """A concrete path the glob matches, to test a globbed path against it."""
+    """A concrete path the (brace-free) glob matches, to test a globbed path against it."""
     text = glob.replace("**/", "").replace("**", "x").replace("*", "x").replace("?", "x")
-    return re.sub(r"\[!?([^\]])[^\]]*\]", r"\1", text)
+    return _CLASS.sub(_class_witness, text)
+
+
+_CLASS = re.compile(r"\[([!^]?)(\]?[^\]]*)\]")
+
+
+def _class_witness(m: re.Match[str]) -> str:
+    body = m.group(2)
+    if not m.group(1):
+        return body[0]
+    inside: list[tuple[str, str]] = []
+    k = 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            inside.append((body[k], body[k + 2]))
+            k += 3
+        else:
+            inside.append((body[k], body[k]))
+            k += 1
+    return next(c for c in "xyz0_~" if not any(a <= c <= b for a, b in inside))

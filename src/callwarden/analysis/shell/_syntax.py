@@ -106,6 +106,8 @@ def _trim(value: str, op: str, pattern: str) -> str:
 
 
 def _glob_programs(pattern: str) -> list[str]:
+    # The command word is a glob *bash* expands (a model of the shell, not a policy pattern):
+    # fnmatch's "*" crossing "/" only over-approximates the programs it could name.
     found: list[str] = []
     for name in sorted(KNOWN_PROGRAMS):
         if "/" in pattern:
