@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from callwarden._call import ToolCall
 from callwarden._profiles import default_profile
+from callwarden.analysis.urls import _analyze
 from callwarden.conditions.base import CompileEnv, Subject
 from callwarden.conditions.paths import PathMatcher
-from callwarden.analysis.urls import _analyze
 from callwarden.conditions.urls import UrlMatcher
 
 BATCHES = 31

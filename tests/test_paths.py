@@ -11,7 +11,6 @@ import pytest
 
 from callwarden._call import ToolCall
 from callwarden._profiles import ToolProfile, default_profile
-from callwarden.conditions.base import CompileEnv, ConfigError, Subject, get_condition
 from callwarden.analysis.globs import glob_intersects, glob_to_regex
 from callwarden.analysis.globs import literal_prefix as glob_literal_prefix
 from callwarden.analysis.paths import (
@@ -20,6 +19,7 @@ from callwarden.analysis.paths import (
     load_sensitive_globs,
     resolve_physical,
 )
+from callwarden.conditions.base import CompileEnv, ConfigError, Subject, get_condition
 from callwarden.conditions.paths import PathMatcher
 
 ROOT = "/home/dev/project"

@@ -9,8 +9,8 @@ import pytest
 
 from callwarden._call import ToolCall
 from callwarden._profiles import ToolProfile, default_profile
-from callwarden.conditions.base import CompileEnv, ConfigError, Subject, get_condition
 from callwarden.analysis.urls import InvalidUrl, analyze_url, find_urls
+from callwarden.conditions.base import CompileEnv, ConfigError, Subject, get_condition
 from callwarden.conditions.urls import UrlMatcher
 
 
