@@ -294,7 +294,8 @@ class GlobSet:
 def _trie_regex(entries: Iterable[tuple[list[str], int]]) -> str:
     """One regex for many globs, their common prefixes shared, so that a path is compared
     with each distinct next character once instead of once per glob. The empty group
-    ``(?P<gN>)`` at the end of glob N tells which one matched (``match.lastgroup``)."""
+    ``(?P<gN>)`` at the end of entry N tells which one matched (``match.lastgroup``); each
+    ``{a,b}`` alternative of a glob is an entry of its own."""
     trie: dict[str, Any] = {}
     for atoms, index in entries:
         node = trie
@@ -346,8 +347,9 @@ class GlobTable:
                 self._basenames.setdefault(name.lower() if case_insensitive else name, text)
                 self._basenames_lower.setdefault(name.lower(), text)
                 continue
-            entries.extend((atoms, len(texts)) for atoms in _glob_atoms(glob))
-            texts.append(text)
+            for atoms in _glob_atoms(glob):
+                entries.append((atoms, len(texts)))
+                texts.append(text)
         self._texts = texts
         source = _trie_regex(entries)
         flags = re.IGNORECASE | re.DOTALL if case_insensitive else re.DOTALL

@@ -6,6 +6,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from callwarden.analysis.globs import GlobError, check_glob
 from callwarden.exceptions import Problem
 from callwarden.policyfile.yamlsrc import Lines
 
@@ -45,6 +46,15 @@ class Checker:
             return value
         self.error(path, f"must be one of {', '.join(choices)}, not {value!r}")
         return None
+
+    def globs(self, values: Sequence[str], path: Path_) -> tuple[str, ...]:
+        """Names or globs of the one dialect; an unreadable one is a problem at ``path``."""
+        for value in values:
+            try:
+                check_glob(value)
+            except GlobError as e:
+                self.error(path, str(e), e.hint)
+        return tuple(values)
 
     def strings(self, value: Any, path: Path_) -> tuple[str, ...]:
         """A string or a list of strings."""

@@ -122,7 +122,7 @@ def _some_matcher(kind: str | None, pattern: str) -> Matcher:
     return _PrimaryGlob(pattern)
 
 
-_PERMISSION = re.compile(r"^\s*([A-Za-z0-9_.*?\-\[\]]+)\s*(?:\((.*)\))?\s*$", re.S)
+_PERMISSION = re.compile(r"^\s*([A-Za-z0-9_.*?\-\[\]{},!^]+)\s*(?:\((.*)\))?\s*$", re.S)
 
 
 # Coding-agent tool names in permission strings stand for tool kinds, so that
@@ -161,7 +161,8 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines,
             continue
         name, pattern = m.group(1), m.group(2)
         kind = _PERMISSION_KINDS.get(name)
-        selector = Selector(kinds=(kind,)) if kind else Selector(tools=(name,))
+        selector = Selector(kinds=(kind,)) if kind else Selector(tools=check.globs((name,),
+                                                                                   item_path))
         conditions: list[tuple[str, Matcher]] = []
         if pattern is not None and pattern.strip() not in ("", "*"):
             try:

@@ -63,6 +63,7 @@ def parse_profiles(raw: Any, check: Checker, lines: Lines) -> dict[str, ToolProf
     out: dict[str, ToolProfile] = {}
     for name, spec in raw.items():
         path: Path_ = ("tools", name)
+        check.globs((str(name),), path)
         if spec is None:
             spec = {}
         if not isinstance(spec, Mapping):
@@ -246,12 +247,14 @@ def _selector(raw: Any, path: Path_, check: Checker) -> Selector:
     if raw is None:
         return Selector()
     if isinstance(raw, str):
-        return Selector(tools=(raw,))
+        return Selector(tools=check.globs((raw,), path))
     if not isinstance(raw, Mapping):
         check.error(path, "must be a mapping", "e.g. match: {tool: [read_file, write_file]}")
         return Selector()
     check.keys(raw, path, _MATCH_KEYS, "match")
     get = {k: check.strings(raw[k], (*path, k)) for k in _MATCH_KEYS if k in raw}
+    for key in ("tool", "agent", "principal", "framework"):
+        check.globs(get.get(key, ()), (*path, key))
     for side_effect in get.get("side_effect", ()):
         if side_effect not in {s.value for s in SideEffect} | {"unknown"}:
             check.error((*path, "side_effect"), f"unknown side effect {side_effect!r}",
