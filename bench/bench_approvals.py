@@ -20,8 +20,8 @@ from pathlib import Path
 
 from bench_state import start_redis
 
-from callwarden import ApprovalPending, Guard
-from callwarden.approvals import Approvals, resolve_ask
+from callwarden import ApprovalPending, Guard, resolve_ask
+from callwarden.approvals import Approvals
 from callwarden.state import open_store
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 500

@@ -8,6 +8,7 @@ from callwarden._call import FrozenDict, Opaque, ToolCall, freeze, thaw
 from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
 from callwarden._guard import Guard
 from callwarden._profiles import SideEffect, ToolProfile, default_profile
+from callwarden._settle import aresolve_ask, resolve_ask
 from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
 from callwarden.engine.combine import FirstMatch, StrictestWins
 from callwarden.engine.user import load_object, policy
@@ -82,10 +83,12 @@ __all__ = [
     "ToolProfile",
     "Verdict",
     "__version__",
+    "aresolve_ask",
     "default_profile",
     "freeze",
     "load_object",
     "policy",
     "register_condition",
+    "resolve_ask",
     "thaw",
 ]

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from callwarden._call import FrozenDict, ToolCall, json_safe
 
-__all__ = ["Decision", "Effect", "Mode", "Reason", "RuleMatch", "Verdict"]
+__all__ = ["Decision", "Effect", "Mode", "OutcomeStatus", "Reason", "RuleMatch", "Verdict"]
 
 
 class Effect(StrEnum):
@@ -38,6 +38,15 @@ class Mode(StrEnum):
 
     ENFORCE = "enforce"
     OBSERVE = "observe"
+
+
+class OutcomeStatus(StrEnum):
+    """How a tool call that ran ended, as the outcome audit event records it."""
+
+    OK = "ok"
+    ERROR = "error"
+    OUTPUT_BLOCKED = "output_blocked"
+    OUTPUT_MODIFIED = "output_modified"
 
 
 class Reason(NamedTuple):

@@ -1,90 +1,66 @@
-"""What every framework adapter shares: decide a call, settle an ``ask``, record the outcome.
+"""The one enforcement path: decide a call, settle an ``ask``, run the tool, screen its output,
+record the outcome.
 
-An adapter is a thin translation between a framework's interception point and this class;
-no policy logic lives in adapters. The effects map onto each framework's idiom:
+``Guard.run`` / ``arun`` / ``@guard.protect``, every framework adapter and every hook go
+through :class:`Enforcer`; none re-implements a step of it. An adapter only translates a
+framework's objects to and from it. The effects map onto each framework's idiom:
 
 * allow / modify — the tool runs, with ``decision.args`` (the rewritten arguments for modify);
 * deny — the tool does not run; the model receives ``decision.message``;
-* ask — :meth:`Enforcer.decide` settles it (a remembered grant, the configured approver, a
-  wait for an out-of-band answer) or raises :class:`~callwarden.ApprovalPending`, which the
-  adapter maps onto the framework's pause (a LangGraph interrupt, an SDK interruption);
+* ask — :meth:`Enforcer.decide` settles it (a remembered grant, an earlier answer to the same
+  call, the configured approver, a wait for an out-of-band answer) or raises
+  :class:`~callwarden.ApprovalPending`, which the adapter maps onto the framework's pause;
 * halt — the run stops, by the framework's own means.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
-import os
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from callwarden._call import thaw
-from callwarden._decision import Decision, Effect
+from callwarden._decision import Decision, Effect, OutcomeStatus
+from callwarden._settle import aresolve_ask, resolve_ask
+from callwarden.approvals import decision_digest
+from callwarden.exceptions import ApprovalPending, ApprovalRequired, RunHalted, ToolDenied
 
 if TYPE_CHECKING:
     from callwarden._guard import Guard
-    from callwarden.approvals import Approver
+    from callwarden.typing import Approver
 
-__all__ = ["Enforcer", "as_guard", "cannot_rewrite", "describe_refusal", "needs_approval"]
-
-# The rewritten call shown to the model is capped: it goes into the model's context.
-_MAX_SHOWN = 4000
+__all__ = ["Enforcer", "Screened"]
 
 _perf = time.perf_counter
+_UNSET: Any = object()
+# Ask decisions reported as pending, kept until the same call comes back settled.
+_MAX_PENDING = 4096
 
 
-def as_guard(source: Any) -> Guard:
-    """Returns a :class:`Guard` for a guard, a policy file path, or a policy dict.
+class Screened(NamedTuple):
+    """A tool's result after the policy's output rules: what the model sees, the outcome
+    status, whether the run must halt, and the output rule that changed it (if any)."""
 
-    Raises:
-        TypeError: ``source`` is none of those.
-        PolicyError: the policy file or dict is broken (with every problem listed).
-    """
-    from callwarden._guard import Guard
-
-    if isinstance(source, Guard):
-        return source
-    if isinstance(source, str | os.PathLike):
-        return Guard.from_file(os.fspath(source))
-    if isinstance(source, Mapping):
-        return Guard.from_dict(source)
-    raise TypeError(f"expected a callwarden.Guard, a policy file path or a policy dict, "
-                    f"got {type(source).__name__}")
+    shown: Any
+    status: OutcomeStatus
+    halt: bool
+    rule: str | None = None
+    source: str | None = None
 
 
-def describe_refusal(decision: Decision) -> str:
-    """The text the model receives for a call that did not run (never empty)."""
-    if decision.message:
-        return decision.message
-    why = decision.reasons[0].message if decision.reasons else "blocked by policy"
-    return f"The call to '{decision.call.tool}' was not run ({decision.effect.value}): {why}."
-
-
-def needs_approval(reason: str, agent: str) -> str:
-    """The model's text for an ``ask`` the agent's hook cannot put to a person."""
-    return (f"{reason} This call needs a person's approval, which the {agent} hook cannot "
-            "ask for. Do not retry it: tell the user what you want to run and why, so they "
-            "can run it themselves or approve it in the policy.")
-
-
-def cannot_rewrite(decision: Decision, args: Mapping[str, Any], why: str) -> str:
-    """The model's text for a rewrite the agent's hook cannot apply."""
-    shown = json.dumps(args, ensure_ascii=False, default=str, sort_keys=True)
-    if len(shown) > _MAX_SHOWN:
-        shown = shown[:_MAX_SHOWN] + " ... (truncated)"
-    note = f" ({decision.message})" if decision.message else ""
-    return (f"The policy allows '{decision.call.tool}' only with rewritten arguments{note}, "
-            f"and {why}. Call '{decision.call.tool}' again with these arguments instead: "
-            f"{shown}")
+class _Pending(NamedTuple):
+    decision: Decision
+    request_id: str
 
 
 class Enforcer:
-    """Decides tool calls for one framework, with that framework's name on every call.
+    """Decides tool calls for one framework (or for ``Guard.run``) and runs the allowed ones.
 
     Args:
-        guard: A :class:`Guard`, a policy file path, or a policy dict.
+        guard: The :class:`~callwarden.Guard` that decides (``adapters.as_guard`` turns a
+            policy file path or dict into one).
         framework: The framework's name, recorded in ``call.framework`` and the audit log.
         approver: Answers ``ask`` decisions now (a callback or ``TerminalApprover``); without
             one, an ``ask`` pauses the run the framework's way.
@@ -94,43 +70,53 @@ class Enforcer:
             not tell them.
     """
 
-    __slots__ = ("agent", "approver", "framework", "guard", "principal", "session", "wait")
+    __slots__ = ("_pending", "agent", "approver", "framework", "guard", "principal", "session",
+                 "wait")
 
-    def __init__(self, guard: Any, *, framework: str, approver: Approver | None = None,
-                 wait: float | None = None, agent: str | None = None,
-                 principal: str | None = None, session: str | None = None) -> None:
-        self.guard = as_guard(guard)
+    def __init__(self, guard: Guard, *, framework: str | None = None,
+                 approver: Approver | None = None, wait: float | None = None,
+                 agent: str | None = None, principal: str | None = None,
+                 session: str | None = None) -> None:
+        if not hasattr(guard, "check") or not hasattr(guard, "approvals"):
+            raise TypeError(f"Enforcer needs a callwarden.Guard, got {type(guard).__name__} "
+                            "(callwarden.adapters.as_guard builds one from a policy file or dict)")
+        self.guard = guard
         self.framework = framework
         self.approver = approver
         self.wait = wait
         self.agent = agent
         self.principal = principal
         self.session = session
+        self._pending: OrderedDict[str, _Pending] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"Enforcer(framework={self.framework!r}, guard={self.guard.source or 'python'})"
 
+    # -- deciding --------------------------------------------------------------------------
+
     def _fields(self, call_id: str | None, agent: str | None, session: str | None,
-                principal: str | None, context: Mapping[str, Any] | None) -> dict[str, Any]:
+                principal: str | None, context: Mapping[str, Any] | None,
+                framework: Any = _UNSET) -> dict[str, Any]:
         return {"call_id": call_id, "agent": agent or self.agent,
                 "session": session or self.session, "principal": principal or self.principal,
-                "framework": self.framework, "context": context}
+                "framework": self.framework if framework is _UNSET else framework,
+                "context": context}
 
     def check(self, tool: str, args: Any, *, call_id: str | None = None,
               agent: str | None = None, session: str | None = None,
-              principal: str | None = None,
-              context: Mapping[str, Any] | None = None) -> Decision:
-        """The policy's decision alone (an ``ask`` stays ``ask``)."""
+              principal: str | None = None, context: Mapping[str, Any] | None = None,
+              framework: Any = _UNSET) -> Decision:
+        """The policy's decision alone (an ``ask`` stays ``ask``), audited."""
         return self.guard.check(tool, args, **self._fields(call_id, agent, session, principal,
-                                                           context))
+                                                           context, framework))
 
     async def acheck(self, tool: str, args: Any, *, call_id: str | None = None,
                      agent: str | None = None, session: str | None = None,
-                     principal: str | None = None,
-                     context: Mapping[str, Any] | None = None) -> Decision:
+                     principal: str | None = None, context: Mapping[str, Any] | None = None,
+                     framework: Any = _UNSET) -> Decision:
         """Async twin of :meth:`check`."""
         return await self.guard.acheck(tool, args, **self._fields(call_id, agent, session,
-                                                                  principal, context))
+                                                                  principal, context, framework))
 
     def decide(self, tool: str, args: Any, *, call_id: str | None = None,
                agent: str | None = None, session: str | None = None,
@@ -142,7 +128,8 @@ class Enforcer:
 
         Raises:
             ApprovalPending: nobody has answered yet; ``request_id`` names the request. The
-                same call (same ``call_id`` and arguments) asked again gets the same request.
+                same call asked again (a re-run node, a retry in a new turn) gets the same
+                request, and once it is answered, that answer.
         """
         decision = self.check(tool, args, call_id=call_id, agent=agent, session=session,
                               principal=principal, context=context)
@@ -157,30 +144,72 @@ class Enforcer:
                                      principal=principal, context=context)
         return await self.asettle(decision, approval_id=approval_id)
 
-    def settle(self, decision: Decision, *, approval_id: str | None = None) -> Decision:
-        """Turns an ``ask`` into allow / modify / deny, or raises ``ApprovalPending``."""
+    def settle(self, decision: Decision, *, approval_id: str | None = None,
+               approver: Any = _UNSET, wait: Any = _UNSET) -> Decision:
+        """Turns an ``ask`` into allow / modify / deny, or raises ``ApprovalPending``.
+
+        ``approver`` / ``wait`` replace the enforcer's own for this call (None: do not ask
+        anyone now, do not wait).
+        """
         if decision.effect is not Effect.ASK:
             return decision
-        from callwarden.approvals import resolve_ask
+        try:
+            settled = resolve_ask(self.guard, decision, approval_id=approval_id,
+                                  approver=self.approver if approver is _UNSET else approver,
+                                  wait=self.wait if wait is _UNSET else wait)
+        except ApprovalPending as pending:
+            self._note_pending(pending)
+            raise
+        self._pending.pop(_key(decision), None)
+        return settled
 
-        return resolve_ask(self.guard, decision, approver=self.approver, wait=self.wait,
-                           approval_id=approval_id)
-
-    async def asettle(self, decision: Decision, *, approval_id: str | None = None) -> Decision:
+    async def asettle(self, decision: Decision, *, approval_id: str | None = None,
+                      approver: Any = _UNSET, wait: Any = _UNSET) -> Decision:
         """Async twin of :meth:`settle`."""
         if decision.effect is not Effect.ASK:
             return decision
-        from callwarden.approvals import aresolve_ask
+        try:
+            settled = await aresolve_ask(
+                self.guard, decision, approval_id=approval_id,
+                approver=self.approver if approver is _UNSET else approver,
+                wait=self.wait if wait is _UNSET else wait)
+        except ApprovalPending as pending:
+            self._note_pending(pending)
+            raise
+        self._pending.pop(_key(decision), None)
+        return settled
 
-        return await aresolve_ask(self.guard, decision, approver=self.approver, wait=self.wait,
-                                  approval_id=approval_id)
+    def _note_pending(self, pending: ApprovalPending) -> None:
+        key = _key(pending.decision)
+        self._pending[key] = _Pending(pending.decision, pending.request_id)
+        self._pending.move_to_end(key)
+        while len(self._pending) > _MAX_PENDING:
+            self._pending.popitem(last=False)
 
-    # -- a human's answer that arrived through the framework -------------------------------
+    @property
+    def pending(self) -> list[str]:
+        """Ids of the approval requests this enforcer reported as pending whose call has not
+        come back settled since (approved and run, or refused)."""
+        return [p.request_id for p in self._pending.values()]
+
+    def forget_pending(self) -> None:
+        """Forgets the requests reported pending (their records stay in the store)."""
+        self._pending.clear()
+
+    def pending_call(self, call_id: str) -> tuple[Decision, str] | None:
+        """The ``ask`` decision and request id this enforcer reported pending for a framework
+        call id, or None."""
+        for found in reversed(self._pending.values()):
+            if found.decision.call.call_id == call_id:
+                return found.decision, found.request_id
+        return None
+
+    # -- a person's answer that arrived through the framework --------------------------------
 
     def answer(self, request_id: str, answer: Any, *, by: str) -> None:
         """Records a reviewer's answer given through the framework (an interrupt's resume
-        value, ``RunState.approve``) on the pending request, so the call can resume with
-        ``approval_id=request_id``.
+        value, ``RunState.approve``) on the pending request; the call then resumes with
+        ``approval_id=request_id`` (or is simply asked again).
 
         ``answer`` is True / ``"approve"``, False / ``"reject"``, or a mapping
         ``{"approve": bool, "by": str, "reason": str, "edit": {...args}}``.
@@ -206,47 +235,167 @@ class Enforcer:
         else:
             await approvals.adeny(request_id, by=who, reason=reason)
 
-    # -- after the tool ran ------------------------------------------------------------------
+    def request(self, decision: Decision) -> str:
+        """The id of the approval request an ``ask`` decision is bound to (the same call's
+        pending request, or a new one), without asking anyone."""
+        return self.guard.approvals.request(decision).id
+
+    async def arequest(self, decision: Decision) -> str:
+        """Async twin of :meth:`request`."""
+        return (await self.guard.approvals.arequest(decision)).id
+
+    # -- running the tool ------------------------------------------------------------------
+
+    def call(self, tool: str, args: Any, fn: Callable[..., Any], *,
+             approval_id: str | None = None, approver: Any = _UNSET, wait: Any = _UNSET,
+             **fields: Any) -> Any:
+        """The whole path for one call: decide, settle an ask, run ``fn`` with the effective
+        arguments, screen its output, record the outcome; returns what the model sees.
+
+        Raises:
+            ToolDenied: (``ApprovalPending``, ``ApprovalRequired``, ``RunHalted``) when the call
+                may not run or its output halts the run; carries the decision.
+        """
+        decision = self.check(tool, args, **_split(fields))
+        decision = self.settle(decision, approval_id=approval_id, approver=approver, wait=wait)
+        raise_unless_allowed(decision)
+        shown, halt = self.run(decision, fn)
+        if halt:
+            raise RunHalted(decision._replace(effect=Effect.HALT, message=str(shown)))
+        return shown
+
+    async def acall(self, tool: str, args: Any, fn: Callable[..., Any], *,
+                    approval_id: str | None = None, approver: Any = _UNSET, wait: Any = _UNSET,
+                    **fields: Any) -> Any:
+        """Async twin of :meth:`call`; ``fn`` and the approver may be sync or async."""
+        decision = await self.acheck(tool, args, **_split(fields))
+        decision = await self.asettle(decision, approval_id=approval_id, approver=approver,
+                                      wait=wait)
+        raise_unless_allowed(decision)
+        shown, halt = await self.arun(decision, fn)
+        if halt:
+            raise RunHalted(decision._replace(effect=Effect.HALT, message=str(shown)))
+        return shown
+
+    def run(self, decision: Decision, fn: Callable[..., Any]) -> tuple[Any, bool]:
+        """Runs ``fn`` for an allowed decision with its effective arguments, screens the
+        output and records the outcome: (what the model sees, whether the run must halt).
+
+        Raises:
+            ToolDenied: the decision does not allow the call (the tool does not run).
+            TypeError: ``fn`` is async (use :meth:`arun`).
+            BaseException: whatever the tool raised (recorded as an ``error`` outcome).
+        """
+        raise_unless_allowed(decision)
+        started = _perf()
+        try:
+            result = _invoke(fn, decision)
+            if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result.close()  # never awaited: close it so Python does not warn
+                raise TypeError(
+                    f"the tool for '{decision.call.tool}' is async: it cannot run on the "
+                    "synchronous path; use 'await guard.arun(...)' (or arun) instead")
+        except BaseException as e:
+            self.record_outcome(decision, OutcomeStatus.ERROR, started, e)
+            raise
+        return self.finish(decision, result, started)
+
+    async def arun(self, decision: Decision, fn: Callable[..., Any]) -> tuple[Any, bool]:
+        """Async twin of :meth:`run`; ``fn`` may be sync or async."""
+        raise_unless_allowed(decision)
+        started = _perf()
+        try:
+            result = _invoke(fn, decision)
+            if inspect.isawaitable(result):
+                result = await result
+        except BaseException as e:
+            await self.arecord_outcome(decision, OutcomeStatus.ERROR, started, e)
+            raise
+        screened = self.screen(decision, result)
+        await self.arecord_outcome(decision, screened.status, started)
+        return screened.shown, screened.halt
+
+    def finish(self, decision: Decision, result: Any, started: float) -> tuple[Any, bool]:
+        """After a tool the framework ran itself: screen its output and record the outcome."""
+        screened = self.screen(decision, result)
+        self.record_outcome(decision, screened.status, started)
+        return screened.shown, screened.halt
+
+    # -- the output and the record -----------------------------------------------------------
+
+    def screen(self, decision: Decision, result: Any) -> Screened:
+        """Applies the policy's output rules (``on: output``) to a tool's result."""
+        check = self.guard.check_output(decision, result)
+        if check is None or check.effect is Effect.ALLOW:
+            return Screened(result, OutcomeStatus.OK, False)
+        if check.effect is Effect.MODIFY:
+            return Screened(check.output, OutcomeStatus.OUTPUT_MODIFIED, False, check.rule,
+                            check.source)
+        return Screened(check.message, OutcomeStatus.OUTPUT_BLOCKED,
+                        check.effect is Effect.HALT, check.rule, check.source)
 
     def screen_output(self, decision: Decision, result: Any) -> tuple[Any, str, bool]:
-        """Applies output rules: (what the model sees, the outcome status, whether to halt)."""
-        return self.guard._screen_output(decision, result)
+        """(what the model sees, the outcome status, whether to halt): :meth:`screen` as a
+        tuple of three."""
+        screened = self.screen(decision, result)
+        return screened.shown, screened.status, screened.halt
 
     def record_outcome(self, decision: Decision, status: str, started: float,
                        error: BaseException | None = None) -> None:
         """Writes the outcome event (``ok``, ``error``, ``output_blocked`` ...) when audited."""
-        auditor = self.guard._auditor
+        auditor = self.guard.auditor
         if auditor is not None:
-            auditor.outcome(decision, status, _perf() - started,
-                            None if error is None else f"{type(error).__name__}: {error}")
+            auditor.outcome(decision, status, _perf() - started, _error_text(error))
 
-    def run(self, decision: Decision, fn: Any) -> tuple[Any, bool]:
-        """Runs ``fn(**decision.args)`` for an allowed decision, screens its output and records
-        the outcome: (what the model sees, whether the run must halt)."""
-        started = _perf()
-        try:
-            result = fn(**thaw(decision.args))
-        except BaseException as e:
-            self.record_outcome(decision, "error", started, e)
-            raise
-        return self._finish(decision, result, started)
+    async def arecord_outcome(self, decision: Decision, status: str, started: float,
+                              error: BaseException | None = None) -> None:
+        """Async twin of :meth:`record_outcome`."""
+        auditor = self.guard.auditor
+        if auditor is not None:
+            await auditor.aoutcome(decision, status, _perf() - started, _error_text(error))
 
-    async def arun(self, decision: Decision, fn: Any) -> tuple[Any, bool]:
-        """Async twin of :meth:`run`; ``fn`` may be sync or async."""
-        started = _perf()
-        try:
-            result = fn(**thaw(decision.args))
-            if inspect.isawaitable(result):
-                result = await result
-        except BaseException as e:
-            self.record_outcome(decision, "error", started, e)
-            raise
-        return self._finish(decision, result, started)
 
-    def _finish(self, decision: Decision, result: Any, started: float) -> tuple[Any, bool]:
-        shown, status, halt = self.screen_output(decision, result)
-        self.record_outcome(decision, status, started)
-        return shown, halt
+def raise_unless_allowed(decision: Decision) -> None:
+    """Raises the exception that refuses a decision which does not let the tool run.
+
+    Raises:
+        RunHalted: halt.  ApprovalRequired: an unsettled ask.  ToolDenied: deny.
+    """
+    effect = decision.effect
+    if effect.allows:
+        return
+    if effect is Effect.HALT:
+        raise RunHalted(decision)
+    if effect is Effect.ASK:
+        raise ApprovalRequired(decision)
+    raise ToolDenied(decision)
+
+
+def _invoke(fn: Callable[..., Any], decision: Decision) -> Any:
+    """Calls a tool with the effective arguments, as fresh copies the tool may change."""
+    invoke = getattr(fn, "invoke_decided", None)
+    if invoke is not None:  # @guard.protect's call: it maps arguments back onto parameters
+        return invoke(decision)
+    return fn(**thaw(decision.args))
+
+
+def _split(fields: dict[str, Any]) -> dict[str, Any]:
+    """``check``'s keyword arguments from ``run``'s: call fields plus free-form context."""
+    out = {k: fields.pop(k) for k in ("call_id", "agent", "session", "principal", "framework")
+           if k in fields}
+    context = dict(fields.pop("context", None) or {})
+    context.update(fields)
+    out["context"] = context or None
+    return out
+
+
+def _key(decision: Decision) -> str:
+    return decision_digest(decision)
+
+
+def _error_text(error: BaseException | None) -> str | None:
+    return None if error is None else f"{type(error).__name__}: {error}"
 
 
 def _parse_answer(answer: Any, by: str) -> tuple[bool, str, str | None, dict[str, Any] | None]:

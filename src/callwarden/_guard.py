@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from callwarden._call import new_id, snapshot, thaw
+from callwarden._call import new_id, snapshot
 from callwarden._decision import Decision, Effect, Mode, Reason
+from callwarden._enforce import Enforcer
 from callwarden._flow import Flow, drive
 from callwarden._profiles import ToolProfile
+from callwarden._protect import protect
 from callwarden.engine import Engine, OutputCheck
 from callwarden.exceptions import (
-    ApprovalRequired,
     AuditError,
     ConfigError,
     InvalidCall,
-    RunHalted,
-    ToolDenied,
 )
 from callwarden.policyfile import LoadedPolicy, compile_policy, load_policy_file, load_policy_text
 from callwarden.state import StateStore, open_store
@@ -119,6 +116,8 @@ class Guard:
         self._approvals: Any = None
         if approvals is not None:
             self.approvals = approvals
+        #: The enforcement path ``run`` / ``arun`` / ``protect`` take.
+        self._path = Enforcer(self)
 
     @property
     def approvals(self) -> Any:
@@ -300,86 +299,38 @@ class Guard:
         An ``ask`` decision creates an approval request bound to this exact call: ``approver``
         (a callback or ``TerminalApprover``) answers it now, ``wait`` waits that many seconds
         for someone to resolve it from elsewhere (``callwarden approvals approve ID``), and
-        otherwise ``ApprovalPending`` carries the request id; calling again with
-        ``approval_id=`` runs the approved call exactly once.
+        otherwise ``ApprovalPending`` carries the request id; calling again (with or without
+        ``approval_id=``) runs the approved call exactly once.
+
+        The tool's output passes the policy's output rules, and the outcome is audited. This
+        is the one enforcement path every adapter uses too (:class:`callwarden.adapters.Enforcer`).
 
         Raises:
             ToolDenied: (or ``ApprovalPending`` / ``RunHalted``) when the call may not run;
                 the exception carries the decision.
         """
-        decision = self.check(tool, args, **context)
-        if decision.effect is Effect.ASK:
-            from callwarden.approvals import resolve_ask
-
-            decision = resolve_ask(self, decision, approver=approver, wait=wait,
-                                   approval_id=approval_id)
-        _raise_unless_allowed(decision)
-        started = _perf()
-        try:
-            result = _call_tool(fn, decision)
-            if inspect.iscoroutine(result):
-                result.close()  # never awaited: close it so Python does not warn
-                raise TypeError(
-                    f"the tool for '{decision.call.tool}' is async: guard.run cannot await it; "
-                    "use 'await guard.arun(...)' instead")
-        except BaseException as e:
-            if self._auditor is not None:
-                self._auditor.outcome(decision, "error", _perf() - started,
-                                      f"{type(e).__name__}: {e}")
-            raise
-        result, status, halt = self._screen_output(decision, result)
-        if self._auditor is not None:
-            self._auditor.outcome(decision, status, _perf() - started)
-        if halt:
-            raise RunHalted(decision._replace(effect=Effect.HALT, message=result))
-        return result
-
-    def check_output(self, decision: Decision, result: Any) -> OutputCheck | None:
-        """Applies the policy's output rules (``on: output``) to a tool's result.
-
-        Returns None when the tool has no output rules. Framework adapters call this after the
-        tool returns; ``run`` / ``arun`` do it themselves.
-        """
-        return self._engine.check_output(decision, result)
-
-    def _screen_output(self, decision: Decision, result: Any) -> tuple[Any, str, bool]:
-        """(what the model sees, the outcome status, whether the run must halt)."""
-        check = self._engine.check_output(decision, result)
-        if check is None or check.effect is Effect.ALLOW:
-            return result, "ok", False
-        if check.effect is Effect.MODIFY:
-            return check.output, "output_modified", False
-        if check.effect is Effect.HALT:
-            return check.message, "output_blocked", True
-        return check.message, "output_blocked", False
+        return self._path.call(tool, args, fn, approval_id=approval_id, approver=approver,
+                               wait=wait, **context)
 
     async def arun(self, tool: str, args: Any, fn: Callable[..., Any], *, approver: Any = None,
                    wait: float | None = None, approval_id: str | None = None,
                    **context: Any) -> Any:
         """Async twin of ``run``; ``fn`` and ``approver`` may be sync or async."""
-        decision = await self.acheck(tool, args, **context)
-        if decision.effect is Effect.ASK:
-            from callwarden.approvals import aresolve_ask
+        return await self._path.acall(tool, args, fn, approval_id=approval_id,
+                                      approver=approver, wait=wait, **context)
 
-            decision = await aresolve_ask(self, decision, approver=approver, wait=wait,
-                                          approval_id=approval_id)
-        _raise_unless_allowed(decision)
-        started = _perf()
-        try:
-            result = _call_tool(fn, decision)
-            if inspect.isawaitable(result):
-                result = await result
-        except BaseException as e:
-            if self._auditor is not None:
-                await self._auditor.aoutcome(decision, "error", _perf() - started,
-                                             f"{type(e).__name__}: {e}")
-            raise
-        result, status, halt = self._screen_output(decision, result)
-        if self._auditor is not None:
-            await self._auditor.aoutcome(decision, status, _perf() - started)
-        if halt:
-            raise RunHalted(decision._replace(effect=Effect.HALT, message=result))
-        return result
+    def check_output(self, decision: Decision, result: Any) -> OutputCheck | None:
+        """Applies the policy's output rules (``on: output``) to a tool's result.
+
+        Returns None when the tool has no output rules. ``run`` / ``arun`` and the adapters
+        do it through the enforcement path.
+        """
+        return self._engine.check_output(decision, result)
+
+    @property
+    def auditor(self) -> Any:
+        """The ``Auditor`` recording this guard's decisions and outcomes, or None."""
+        return self._auditor
 
     def close(self) -> None:
         """Flushes and closes the audit sinks and the stores the guard opened."""
@@ -399,110 +350,15 @@ class Guard:
         caller's own objects (the decision records a copy), except arguments a policy
         rewrote, which it receives as the effective values.
         """
-
-        def decorate(f: F) -> F:
-            name = tool or f.__name__
-            signature = inspect.signature(f)
-            params = list(signature.parameters.values())
-            receiver = params[0].name if params and params[0].name in ("self", "cls") and \
-                params[0].kind in (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD) else None
-            # With *args, the parameters before it can only be passed by position.
-            by_position = {p.name for p in params if p.kind is _POSITIONAL_ONLY or (
-                p.kind is _POSITIONAL_OR_KEYWORD and any(q.kind is _VAR_POSITIONAL
-                                                          for q in params))}
-
-            def to_args(a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-                bound = signature.bind(*a, **kw)
-                bound.apply_defaults()
-                out: dict[str, Any] = {}
-                target = None
-                for pname, value in bound.arguments.items():
-                    kind = signature.parameters[pname].kind
-                    if pname == receiver:
-                        target = value
-                    elif kind is inspect.Parameter.VAR_KEYWORD:
-                        out.update(value)
-                    else:
-                        out[pname] = value
-                return target, out
-
-            def invoke(effective: dict[str, Any], target: Any) -> Any:
-                positional: list[Any] = []
-                for param in params:
-                    pname = param.name
-                    if pname == receiver:
-                        positional.append(target)
-                    elif pname in by_position:
-                        if pname in effective:
-                            positional.append(effective.pop(pname))
-                    elif param.kind is _VAR_POSITIONAL:
-                        positional.extend(effective.pop(pname, ()))
-                return f(*positional, **effective)
-
-            if inspect.iscoroutinefunction(f):
-                @functools.wraps(f)
-                async def async_wrapper(*a: Any, **kw: Any) -> Any:
-                    target, args = to_args(a, kw)
-                    return await self.arun(name, args, _ProtectedCall(invoke, args, target),
-                                           **context)
-
-                return async_wrapper  # type: ignore[return-value]
-
-            @functools.wraps(f)
-            def wrapper(*a: Any, **kw: Any) -> Any:
-                target, args = to_args(a, kw)
-                return self.run(name, args, _ProtectedCall(invoke, args, target), **context)
-
-            return wrapper  # type: ignore[return-value]
-
-        return decorate(fn) if fn is not None else decorate
+        return protect(self, fn, tool=tool, **context)
 
 
-_POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
-_POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
-_VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
-_MISSING = object()
 
 
-class _ProtectedCall:
-    """One call of a ``@guard.protect`` function, holding the caller's own argument objects."""
-
-    __slots__ = ("invoke", "originals", "target")
-
-    def __init__(self, invoke: Callable[[dict[str, Any], Any], Any], originals: dict[str, Any],
-                 target: Any) -> None:
-        self.invoke = invoke
-        self.originals = originals
-        self.target = target
-
-    def __call__(self, decision: Decision) -> Any:
-        """Calls the function: an argument the decision left as asked is the caller's object,
-        a rewritten one is a fresh copy of its effective value."""
-        recorded = decision.call.args
-        originals = self.originals
-        effective: dict[str, Any] = {}
-        for key, value in decision.args.items():
-            if key in originals and _unchanged(recorded.get(key, _MISSING), value):
-                effective[key] = originals[key]
-            else:
-                effective[key] = thaw(value)
-        return self.invoke(effective, self.target)
 
 
-def _unchanged(asked: Any, effective: Any) -> bool:
-    if asked is effective:
-        return True
-    try:
-        return type(asked) is type(effective) and bool(asked == effective)
-    except Exception:  # a value that refuses comparison counts as rewritten
-        return False
 
 
-def _call_tool(fn: Callable[..., Any], decision: Decision) -> Any:
-    """Calls a tool with the effective arguments, as fresh copies the tool may change."""
-    if type(fn) is _ProtectedCall:
-        return fn(decision)
-    return fn(**thaw(decision.args))
 
 
 def _audit_failed(decision: Decision, error: AuditError) -> Decision:
@@ -517,15 +373,6 @@ def _audit_failed(decision: Decision, error: AuditError) -> Decision:
                 "policy could not be written. Try again later or tell the user.")
 
 
-def _raise_unless_allowed(decision: Decision) -> None:
-    effect = decision.effect
-    if effect.allows:
-        return
-    if effect is Effect.HALT:
-        raise RunHalted(decision)
-    if effect is Effect.ASK:
-        raise ApprovalRequired(decision)
-    raise ToolDenied(decision)
 
 
 def _open_state(loaded: LoadedPolicy, state: Any) -> Any:

@@ -4,11 +4,15 @@
 
 1. a remembered grant covers the call → allow;
 2. ``approval_id`` given (resuming after a pause) → use that approval for this exact call, once;
-3. else a request is made; an approver, if given, answers it: approve → allow; deny → deny
+3. the same call was asked before (same digest: tool, arguments, principal, session, policy;
+   any framework call id) and its request is still valid → a pending one is asked again, an
+   approved one runs the call once, a denied one is a deny with the person's reason: a
+   person's resolution stands, whoever resumes or retries the call;
+4. else a request is made; an approver, if given, answers it: approve → allow; deny → deny
    with the reviewer's reason; edit → the edited arguments are a new call, and the whole policy
    runs on them again (a deny rule still denies; an ``ask`` is satisfied by the edit);
-4. ``wait`` given → wait that long for someone to resolve it from elsewhere;
-5. otherwise → raise :class:`ApprovalPending` with the request id.
+5. ``wait`` given → wait that long for someone to resolve it from elsewhere;
+6. otherwise → raise :class:`ApprovalPending` with the request id.
 
 Deny and halt rules never get here: the engine's strictest-wins combination has already
 decided those calls before anyone is asked. Limits are only checked at ask time (an exceeded
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from callwarden._decision import Decision, Effect, Reason
 from callwarden._flow import Flow, Step, adrive, drive
+from callwarden._messages import not_approved
 from callwarden.approvals._approvals import Approvals
 from callwarden.approvals._approvers import (
     Approve,
@@ -102,6 +107,14 @@ def _decide(guard: Guard, approvals: Approvals, decision: Decision, approver: Ap
         return (yield from _counted(guard, _by_grant(decision, grant)))
     if approval_id is not None:
         return (yield from _resume(guard, approvals, decision, approver, wait, approval_id))
+    earlier = yield from approvals._latest(decision)
+    if earlier is not None:
+        if earlier.status is Status.PENDING:
+            return (yield from _ask(guard, approvals, decision, earlier, approver, wait))
+        if earlier.status is Status.APPROVED:
+            return (yield from _resume(guard, approvals, decision, None, None, earlier.id))
+        if earlier.status is Status.DENIED:
+            return _denied(decision, "approval_denied", _denial(earlier))
     request = yield from approvals._request(decision)
     return (yield from _ask(guard, approvals, decision, request, approver, wait))
 
@@ -253,8 +266,11 @@ def _by_grant(decision: Decision, grant: Grant) -> Decision:
 def _denied(decision: Decision, code: str, text: str) -> Decision:
     return decision._replace(
         effect=Effect.DENY, reasons=(Reason(code, text, decision.rule), *decision.reasons),
-        message=f"The call to '{decision.call.tool}' was not approved: {text}. Do not retry "
-                "the same call; choose another way to reach the goal or ask the user.")
+        message=not_approved(decision.call.tool, text))
+
+
+def _denial(request: ApprovalRequest) -> str:
+    return f"{request.resolved_by} denied it (request {request.id})" + _said(request.comment)
 
 
 def _said(comment: str | None) -> str:

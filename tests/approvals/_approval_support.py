@@ -47,9 +47,8 @@ class Tool:
 def run_guarded(guard: Any, approvals: Any, tool: str, args: dict[str, Any], fn: Any,
                 **options: Any) -> Any:
     """What Guard.run will do once wired: decide, resolve an ask, run only when allowed."""
-    from callwarden import thaw
-    from callwarden._guard import _raise_unless_allowed
-    from callwarden.approvals import resolve_ask
+    from callwarden import resolve_ask, thaw
+    from callwarden._enforce import raise_unless_allowed
 
     approval_id = options.pop("approval_id", None)
     approver = options.pop("approver", None)
@@ -57,5 +56,5 @@ def run_guarded(guard: Any, approvals: Any, tool: str, args: dict[str, Any], fn:
     decision = guard.check(tool, args, **options)
     decision = resolve_ask(guard, decision, approvals=approvals, approver=approver, wait=wait,
                            approval_id=approval_id)
-    _raise_unless_allowed(decision)
+    raise_unless_allowed(decision)
     return fn(**thaw(decision.args))

@@ -27,8 +27,8 @@ def _approvals(url: str) -> Any:
 
 
 def request(url: str) -> None:
-    from callwarden import Guard
-    from callwarden.approvals import ApprovalPending, resolve_ask
+    from callwarden import Guard, resolve_ask
+    from callwarden.approvals import ApprovalPending
 
     guard = Guard.from_dict(POLICY)
     decision = guard.check(CALL["tool"], CALL["args"], agent=CALL["agent"],
@@ -42,8 +42,7 @@ def request(url: str) -> None:
 
 
 def resume(url: str, request_id: str, marker: str) -> None:
-    from callwarden import Guard, thaw
-    from callwarden.approvals import resolve_ask
+    from callwarden import Guard, resolve_ask, thaw
 
     guard = Guard.from_dict(POLICY)
     decision = guard.check(CALL["tool"], CALL["args"], agent=CALL["agent"],
@@ -77,8 +76,7 @@ def resolve_racing(url: str, request_id: str, action: str, by: str, barrier: Any
 
 def consume_racing(url: str, request_id: str, barrier: Any, results: Any) -> None:
     """Presents the approved call after the barrier; reports whether it was allowed."""
-    from callwarden import Guard
-    from callwarden.approvals import resolve_ask
+    from callwarden import Guard, resolve_ask
 
     guard = Guard.from_dict(POLICY)
     approvals = _approvals(url)

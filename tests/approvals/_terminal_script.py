@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _approval_support import POLICY
 
-from callwarden import Guard, thaw
-from callwarden.approvals import Approvals, TerminalApprover, resolve_ask
+from callwarden import Guard, resolve_ask, thaw
+from callwarden.approvals import Approvals, TerminalApprover
 from callwarden.state import MemoryStore
 
 guard = Guard.from_dict(POLICY)

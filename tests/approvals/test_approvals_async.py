@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from _approval_support import Tool
 
-from callwarden import Effect
+from callwarden import Effect, aresolve_ask
 from callwarden.approvals import (
     ApprovalInvalid,
     ApprovalPending,
@@ -16,7 +16,6 @@ from callwarden.approvals import (
     Deny,
     Edit,
     Status,
-    aresolve_ask,
 )
 
 STAGING = {"env": "staging"}

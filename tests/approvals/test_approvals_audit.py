@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 from _approval_support import POLICY, Clock
 
-from callwarden import Effect, Guard
-from callwarden.approvals import Approvals, Deny, Edit, resolve_ask
+from callwarden import Effect, Guard, resolve_ask
+from callwarden.approvals import Approvals, Deny, Edit
 from callwarden.audit import Auditor, CallableSink, load_schema
 from callwarden.cli import main
 from callwarden.state import MemoryStore

@@ -12,8 +12,8 @@ from _approval_support import POLICY
 from _approval_worker import CALL, consume_racing, resolve_racing
 from _state_support import RedisServer, unique_prefix
 
-from callwarden import Guard
-from callwarden.approvals import ApprovalError, Approvals, Status, aresolve_ask, resolve_ask
+from callwarden import Guard, aresolve_ask, resolve_ask
+from callwarden.approvals import ApprovalError, Approvals, Status
 
 
 def call_decision(guard: Guard):

@@ -7,7 +7,7 @@ import threading
 import pytest
 from _approval_support import POLICY, Clock, Tool, run_guarded
 
-from callwarden import ApprovalRequired, Effect, Guard, ToolDenied
+from callwarden import ApprovalRequired, Effect, Guard, ToolDenied, resolve_ask
 from callwarden.approvals import (
     ApprovalPending,
     Approvals,
@@ -15,7 +15,6 @@ from callwarden.approvals import (
     Deny,
     Edit,
     Status,
-    resolve_ask,
 )
 from callwarden.state import MemoryStore, StoreUnavailable
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 from _approval_support import Tool, run_guarded
 
-from callwarden import Effect
+from callwarden import Effect, resolve_ask
 from callwarden.approvals import (
     ApprovalInvalid,
     ApprovalPending,
     ApprovalRefused,
     GrantStatus,
-    resolve_ask,
 )
 
 

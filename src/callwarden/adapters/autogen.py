@@ -25,8 +25,10 @@ from typing import Any, NoReturn
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden._enforce import Enforcer, describe_refusal
-from callwarden.approvals import ApprovalInvalid, ApprovalPending, Status, decision_digest
+from callwarden._enforce import Enforcer
+from callwarden._messages import approval_pending, describe_refusal, halted, output_unscreened
+from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.exceptions import ApprovalPending
 
 try:
     from autogen_agentchat.base import TerminatedException, TerminationCondition
@@ -53,11 +55,6 @@ _perf = time.perf_counter
 
 def _error(name: str, text: str) -> ToolResult:
     return ToolResult(name=name, result=[TextResultContent(content=text)], is_error=True)
-
-
-def _halt_text(decision: Decision) -> str:
-    return (f"callwarden halted the run: {describe_refusal(decision)} No further tool calls "
-            "will run; stop and tell the user.")
 
 
 # AssistantAgent streams only through workbenches that are StaticStreamWorkbench instances (an
@@ -87,10 +84,10 @@ class GuardedWorkbench(StaticStreamWorkbench):
                             f"{type(workbench).__name__}; for a list of tools pass "
                             "StaticStreamWorkbench(tools)")
         self._inner = workbench
-        self._enforcer = Enforcer(policy, framework="autogen", approver=approver, wait=wait,
-                                  agent=agent, principal=principal, session=session)
+        self._enforcer: Enforcer = enforcement_path(policy, framework="autogen",
+                                                    approver=approver, wait=wait, agent=agent,
+                                                    principal=principal, session=session)
         self._halted: Decision | None = None
-        self._asked: dict[str, str] = {}  # call digest -> pending approval request id
         self._condition: CallwardenHaltTermination | None = None
 
     def __repr__(self) -> str:
@@ -114,7 +111,7 @@ class GuardedWorkbench(StaticStreamWorkbench):
     @property
     def pending(self) -> list[str]:
         """Ids of approval requests this workbench reported as pending and not yet used."""
-        return list(self._asked.values())
+        return self._enforcer.pending
 
     @property
     def halt_condition(self) -> CallwardenHaltTermination:
@@ -166,7 +163,7 @@ class GuardedWorkbench(StaticStreamWorkbench):
     async def reset(self) -> None:
         """Resets the inner workbench, clears a halt and forgets pending requests."""
         self._halted = None
-        self._asked.clear()
+        self._enforcer.forget_pending()
         await self._inner.reset()
 
     async def save_state(self) -> Mapping[str, Any]:
@@ -190,7 +187,7 @@ class GuardedWorkbench(StaticStreamWorkbench):
         Never raises an Exception: AssistantAgent waits forever for a workbench that does.
         """
         if self._halted is not None:
-            yield _error(name, _halt_text(self._halted))
+            yield _error(name, halted(self._halted))
             return
         try:
             decided = await self._decide(name, {} if arguments is None else arguments, call_id)
@@ -203,7 +200,7 @@ class GuardedWorkbench(StaticStreamWorkbench):
             return
         if decided.effect is Effect.HALT:
             self._halted = self._halted or decided
-            yield _error(name, _halt_text(decided))
+            yield _error(name, halted(decided))
             return
         if not decided.effect.allows:
             yield _error(name, describe_refusal(decided))
@@ -232,39 +229,14 @@ class GuardedWorkbench(StaticStreamWorkbench):
 
     async def _decide(self, name: str, arguments: Any, call_id: str | None
                       ) -> Decision | ToolResult:
-        """The decision, with an ``ask`` settled; a ToolResult when approval is pending."""
-        enforcer = self._enforcer
-        decision = await enforcer.acheck(name, arguments, call_id=call_id)
-        if decision.effect is not Effect.ASK:
-            return decision
-        digest = decision_digest(decision)
-        known = self._asked.get(digest)
-        try:
-            if known is not None:
-                # The same call again (a new model turn has a new call id): use its request.
-                try:
-                    request = await enforcer.guard.approvals.aget(known)
-                except ApprovalInvalid:
-                    request = None
-                if request is not None and request.status is Status.PENDING and enforcer.wait:
-                    request = await enforcer.guard.approvals.await_(known, enforcer.wait)
-                if request is not None and request.status is Status.PENDING:
-                    return self._pending(decision, known)
-                self._asked.pop(digest, None)
-                if request is not None:
-                    return await enforcer.asettle(decision, approval_id=known)
-            return await enforcer.asettle(decision)
-        except ApprovalPending as pending:
-            self._asked[digest] = pending.request_id
-            return self._pending(decision, pending.request_id)
+        """The decision, with an ``ask`` settled; a ToolResult when approval is pending.
 
-    def _pending(self, decision: Decision, request_id: str) -> ToolResult:
-        why = f" {decision.message}" if decision.message else ""
-        return _error(decision.call.tool, (
-            f"The call to '{decision.call.tool}' needs a person's approval and was not run:"
-            f"{why} Approval request {request_id} is pending "
-            f"(`callwarden approvals approve {request_id}`). Tell the user it awaits approval; "
-            "once approved, the same call with the same arguments runs once."))
+        The same call asked again (a new model turn has a new call id) finds its request: it
+        waits, runs once when approved, or is refused with the reviewer's reason."""
+        try:
+            return await self._enforcer.adecide(name, arguments, call_id=call_id)
+        except ApprovalPending as pending:
+            return _error(name, approval_pending(pending.decision, pending.request_id))
 
     def _screen(self, decision: Decision, result: ToolResult, started: float) -> ToolResult:
         """Applies output rules to the result's text (images are dropped if text changes)."""
@@ -273,15 +245,14 @@ class GuardedWorkbench(StaticStreamWorkbench):
             shown, status, halt = self._enforcer.screen_output(decision, text)
         except Exception as e:  # fail closed: withhold what could not be checked
             self._record(decision, "error", started, e)
-            return _error(result.name, f"The output of '{result.name}' was withheld: it could "
-                                       f"not be checked ({type(e).__name__}: {e}).")
+            return _error(result.name, output_unscreened(result.name, e))
         # The inner workbench reports a failed tool as an error result, not an exception.
         self._record(decision, "error" if result.is_error and status == "ok" else status,
                      started, None)
         if halt:
             self._halted = self._halted or decision._replace(effect=Effect.HALT,
                                                              message=str(shown))
-            return _error(result.name, _halt_text(self._halted))
+            return _error(result.name, halted(self._halted))
         if status == "ok":
             return result
         return ToolResult(name=result.name, result=[TextResultContent(content=str(shown))],
@@ -323,7 +294,7 @@ class CallwardenHaltTermination(TerminationCondition):
         for workbench in self._workbenches:
             if workbench.halted is not None:
                 self._terminated = True
-                return StopMessage(content=_halt_text(workbench.halted),
+                return StopMessage(content=halted(workbench.halted),
                                    source="CallwardenHaltTermination")
         if self._on_pending:
             fresh = [r for w in self._workbenches for r in w.pending if r not in self._reported]

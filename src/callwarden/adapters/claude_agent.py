@@ -31,8 +31,10 @@ from typing import Any, cast
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden._enforce import Enforcer, describe_refusal
-from callwarden.approvals import ApprovalPending
+from callwarden._enforce import Enforcer
+from callwarden._messages import describe_refusal
+from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.exceptions import ApprovalPending
 from callwarden.hooks._claude_code import EVENT, halt_key, parse_pre_tool_use, pre_tool_use_output
 
 try:
@@ -77,7 +79,7 @@ class ClaudeAgentGuard:
                  agent: str | None = None, principal: str | None = None,
                  session: str | None = None, approve_allowed: bool = False,
                  timeout: float | None = None) -> None:
-        self.enforcer = guard if isinstance(guard, Enforcer) else Enforcer(
+        self.enforcer: Enforcer = enforcement_path(
             guard, framework=FRAMEWORK, approver=approver, wait=wait, agent=agent,
             principal=principal, session=session)
         self.approve_allowed = approve_allowed

@@ -36,7 +36,10 @@ from typing import Any
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden._enforce import Enforcer, cannot_rewrite, describe_refusal
+from callwarden._enforce import Enforcer
+from callwarden._messages import cannot_rewrite, describe_refusal
+from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.exceptions import ApprovalError, ApprovalPending
 
 __all__ = ["GuardrailDecision", "GuardrailReason", "Provider"]
 
@@ -110,7 +113,8 @@ class Provider:
             approver = _load(approver)
         self.name = name
         self.interrupt = bool(interrupt)
-        self.enforcer = Enforcer(policy, framework=framework, approver=approver, wait=wait)
+        self.enforcer: Enforcer = enforcement_path(policy, framework=framework,
+                                                   approver=approver, wait=wait)
 
     def __repr__(self) -> str:
         return f"Provider({self.enforcer!r}, interrupt={self.interrupt})"
@@ -147,8 +151,6 @@ class Provider:
         decision = await self.enforcer.acheck(**fields)
         if decision.effect is not Effect.ASK:
             return self._after_check(decision, fields, None)
-        from callwarden.approvals import ApprovalPending
-
         try:
             return _verdict(await self.enforcer.asettle(decision))
         except ApprovalPending as pending:
@@ -160,8 +162,6 @@ class Provider:
             return _Pause(decision, fields, None)
         if decision.effect is not Effect.ASK or settle is None:
             return _verdict(decision)
-        from callwarden.approvals import ApprovalPending
-
         try:
             return _verdict(settle(decision))
         except ApprovalPending as pending:
@@ -186,8 +186,6 @@ class Provider:
     async def _aresume(self, pause: _Pause, answer: Any) -> GuardrailDecision:
         if pause.request_id is None:
             return _verdict(pause.decision)
-        from callwarden.approvals import ApprovalError
-
         # Answered already (a re-executed node): the store's answer stands.
         with contextlib.suppress(ApprovalError):
             await self.enforcer.aanswer(pause.request_id, answer, by="deerflow")
@@ -195,8 +193,6 @@ class Provider:
         return _verdict(settled)
 
     def _record(self, request_id: str, answer: Any) -> None:
-        from callwarden.approvals import ApprovalError
-
         # Answered already (a re-executed node): the store's answer stands.
         with contextlib.suppress(ApprovalError):
             self.enforcer.answer(request_id, answer, by="deerflow")

@@ -37,9 +37,16 @@ from langgraph.types import Command, interrupt
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden._enforce import Enforcer, describe_refusal
-from callwarden.approvals import ApprovalError, ApprovalInvalid, ApprovalPending
-from callwarden.exceptions import CallwardenError, RunHalted
+from callwarden._enforce import Enforcer
+from callwarden._messages import describe_refusal, not_approved, undecided
+from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.exceptions import (
+    ApprovalError,
+    ApprovalInvalid,
+    ApprovalPending,
+    CallwardenError,
+    RunHalted,
+)
 
 __all__ = ["CallwardenMiddleware", "GraphRunHalted", "atool_call_wrapper", "tool_call_wrapper"]
 
@@ -103,8 +110,9 @@ class CallwardenMiddleware(AgentMiddleware[Any, Any, Any]):
                  reviewer: str = "reviewer", agent: str | None = None,
                  principal: str | None = None) -> None:
         super().__init__()
-        self.enforcer = Enforcer(guard, framework=FRAMEWORK, approver=approver, wait=wait,
-                                 agent=agent, principal=principal)
+        self.enforcer: Enforcer = enforcement_path(guard, framework=FRAMEWORK,
+                                                   approver=approver, wait=wait, agent=agent,
+                                                   principal=principal)
         self.reviewer = reviewer
 
     def __repr__(self) -> str:
@@ -276,11 +284,9 @@ def _failed(request: ToolCallRequest, error: Exception) -> ToolMessage:
         return _refuse(request, str(error))
     tool = request.tool_call.get("name") if isinstance(request.tool_call, Mapping) else None
     if isinstance(error, ApprovalError):
-        text = (f"The call to '{tool}' was not approved: {error}. Do not retry the same call; "
-                "choose another way or ask the user.")
+        text = not_approved(str(tool), str(error))
     else:
-        text = (f"The call to '{tool}' was not run: callwarden could not decide it "
-                f"({type(error).__name__}: {error}).")
+        text = undecided(str(tool), error)
     try:
         return _refuse(request, text)
     except Exception:  # a tool_call too broken to answer in kind

@@ -43,8 +43,10 @@ from agents.tool_guardrails import (
 
 from callwarden._call import json_safe, thaw
 from callwarden._decision import Decision, Effect
-from callwarden._enforce import Enforcer, describe_refusal
-from callwarden.approvals import ApprovalPending, aresolve_ask
+from callwarden._enforce import Enforcer
+from callwarden._messages import describe_refusal
+from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.exceptions import ApprovalPending
 
 __all__ = ["FRAMEWORK", "ToolGate", "guard_agent", "guard_tools"]
 
@@ -95,14 +97,14 @@ class ToolGate:
             of the SDK agent it was guarded with (:meth:`agent`).
     """
 
-    __slots__ = ("_agents", "_asked", "_pending", "enforcer", "reviewer")
+    __slots__ = ("_agents", "_pending", "enforcer", "reviewer")
 
     def __init__(self, guard: Any, *, reviewer: str = "agents-sdk-reviewer",
                  **enforcer_kwargs: Any) -> None:
-        self.enforcer = Enforcer(guard, framework=FRAMEWORK, **enforcer_kwargs)
+        self.enforcer: Enforcer = enforcement_path(guard, framework=FRAMEWORK,
+                                                   **enforcer_kwargs)
         self.reviewer = reviewer
         self._pending: OrderedDict[_Key, _Entry] = OrderedDict()
-        self._asked: OrderedDict[str, tuple[str, Any, str | None]] = OrderedDict()
         self._agents: set[str] = set()
 
     def __repr__(self) -> str:
@@ -180,14 +182,14 @@ class ToolGate:
         process paused is recorded on callwarden's request, and the model gets its message."""
         if getattr(args, "kind", None) != "approval_rejected":
             return None
-        asked = self._asked.pop(args.call_id, None)
+        asked = self.enforcer.pending_call(args.call_id)
         if asked is None:
             return None  # paused by another process: the SDK's own text
-        tool, params, agent = asked
+        decision, request_id = asked
         try:
-            return await self._arefuse(tool, params, args.call_id, agent, self.reviewer, None)
+            return await self._arefused(decision, request_id, self.reviewer, None)
         except Exception as e:  # the call is refused either way; say so plainly
-            return f"The call to '{tool}' was rejected by the reviewer ({_error_text(e)})."
+            return f"The call to '{decision.tool}' was rejected by the reviewer ({_error_text(e)})."
 
     def _item(self, item: Any) -> tuple[str, Any, str, str | None]:
         raw = item.raw_item
@@ -195,7 +197,6 @@ class ToolGate:
         tool = str(item.tool_name or fields.get("name"))
         call_id = str(fields.get("call_id"))
         agent = getattr(getattr(item, "agent", None), "name", None)
-        self._asked.pop(call_id, None)
         return (tool, fields.get("arguments"), call_id,
                 self.enforcer.agent or (agent if agent in self._agents else None))
 
@@ -205,9 +206,9 @@ class ToolGate:
         decision = enforcer.check(tool, args, call_id=call_id, agent=agent)
         if decision.effect is not Effect.ASK:
             return _rejected_text(tool, by, reason)
-        request = enforcer.guard.approvals.request(decision)  # the same pending request
-        enforcer.answer(request.id, {"approve": False, "reason": reason}, by=by)
-        denied = enforcer.settle(decision, approval_id=request.id)
+        request_id = enforcer.request(decision)  # the same pending request
+        enforcer.answer(request_id, {"approve": False, "reason": reason}, by=by)
+        denied = enforcer.settle(decision, approval_id=request_id)
         return _rejected_text(tool, by, reason) if denied.allowed else describe_refusal(denied)
 
     async def _arefuse(self, tool: str, args: Any, call_id: str, agent: str | None, by: str,
@@ -216,10 +217,15 @@ class ToolGate:
         decision = await enforcer.acheck(tool, args, call_id=call_id, agent=agent)
         if decision.effect is not Effect.ASK:
             return _rejected_text(tool, by, reason)
-        request = await enforcer.guard.approvals.arequest(decision)
-        await enforcer.aanswer(request.id, {"approve": False, "reason": reason}, by=by)
-        denied = await enforcer.asettle(decision, approval_id=request.id)
-        return _rejected_text(tool, by, reason) if denied.allowed else describe_refusal(denied)
+        return await self._arefused(decision, await enforcer.arequest(decision), by, reason)
+
+    async def _arefused(self, decision: Decision, request_id: str, by: str,
+                        reason: str | None) -> str:
+        enforcer = self.enforcer
+        await enforcer.aanswer(request_id, {"approve": False, "reason": reason}, by=by)
+        denied = await enforcer.asettle(decision, approval_id=request_id)
+        return (_rejected_text(decision.tool, by, reason) if denied.allowed
+                else describe_refusal(denied))
 
     # -- the hand-over between stages ------------------------------------------------------
 
@@ -236,10 +242,7 @@ class ToolGate:
             return None  # stale (another run reused the call id): decide afresh
         return entry
 
-    def _remember_ask(self, call_id: str, tool: str, params: Any, agent: str | None) -> None:
-        self._asked[call_id] = (tool, params, agent)
-        if len(self._asked) > _MAX_PENDING:
-            self._asked.popitem(last=False)
+
 
 
 class _Bound:
@@ -281,7 +284,6 @@ class _Bound:
                 try:
                     decision = await enforcer.asettle(decision)
                 except ApprovalPending:
-                    gate._remember_ask(call_id, self.name, params, self.agent)
                     return True
         except Exception as e:
             # Refused in the guardrail, with the reason; never paused for a broken check.
@@ -338,11 +340,11 @@ class _Bound:
             return None
         if approved is not True:
             return decision  # refused below as an unsettled ask
-        self.gate._asked.pop(ctx.tool_call_id, None)
         # The SDK's approval is the human's answer: record it on callwarden's request for this
-        # exact call (same call id and arguments -> the same request), then use it once.
+        # exact call (same call id and arguments -> the same request), then use it once. A
+        # grant, or an answer a person gave meanwhile (a deny included), settles it first.
         try:
-            return await aresolve_ask(enforcer.guard, decision)  # a remembered grant covers it
+            return await enforcer.asettle(decision, approver=None, wait=None)
         except ApprovalPending as pending:
             await enforcer.aanswer(pending.request_id, True, by=self.gate.reviewer)
             return await enforcer.asettle(decision, approval_id=pending.request_id)

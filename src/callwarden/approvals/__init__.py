@@ -7,10 +7,10 @@ approves, denies or edits it; an approved request runs its call exactly once::
 
     approvals = Approvals(open_store("sqlite:///state.db"), ttl=1800, approvers=["alice"])
     decision = guard.check("deploy", {"env": "prod"}, agent="bot")
-    decision = resolve_ask(guard, decision, approvals=approvals, approver=TerminalApprover())
+    decision = callwarden.resolve_ask(guard, decision, approvals=approvals,
+                                      approver=TerminalApprover())
 """
 
-from callwarden._settle import aresolve_ask, resolve_ask
 from callwarden.approvals._approvals import Approvals
 from callwarden.approvals._approvers import (
     Answer,
@@ -55,9 +55,7 @@ __all__ = [
     "Scope",
     "Status",
     "TerminalApprover",
-    "aresolve_ask",
     "call_digest",
     "decision_digest",
     "parse_config",
-    "resolve_ask",
 ]

@@ -40,6 +40,7 @@ __all__ = ["Approvals"]
 
 _REQUESTS = "req:"
 _BY_CALL = "call:"
+_BY_DIGEST = "digest:"
 # A refused use of an approval, recorded as this audit action.
 _REFUSAL_ACTIONS = {"approval_expired": "expired", "approval_mismatch": "refused",
                     "approval_already_used": "refused", "approval_denied": "refused",
@@ -310,6 +311,25 @@ class Approvals:
                         request.expires)
         return request
 
+    def _latest(self, decision: Decision) -> Flow[ApprovalRequest | None]:
+        """The latest request made for this call (same digest: tool, arguments, principal,
+        session and policy), while it is within its validity window; None otherwise.
+
+        A retry of the same call (a new framework call id, a new model turn) finds it: a
+        pending request is asked again, an approved one runs the call once, a denied one
+        gives the person's answer instead of asking again.
+        """
+        found = yield self._read(self._key(_BY_DIGEST, decision_digest(decision)))
+        if found is None:
+            return None
+        try:
+            request = yield from self._get(found.value.get("id", ""))
+        except ApprovalInvalid:
+            return None
+        if request.digest != decision_digest(decision) or self.clock() > request.expires:
+            return None
+        return request
+
     def _new_request(self, decision: Decision) -> Flow[ApprovalRequest]:
         call = decision.call
         now = self.clock()
@@ -326,7 +346,17 @@ class Approvals:
                                       request.to_dict(), request.expires)
             if created:  # else an id collision: draw another
                 self._emit("requested", request, decision.decision_id)
+                yield from self._index_digest(request)
                 return request
+
+    def _index_digest(self, request: ApprovalRequest) -> Flow[None]:
+        """Points the call's digest at its newest request (see :meth:`_latest`)."""
+        key = self._key(_BY_DIGEST, request.digest)
+        for _ in range(3):  # a concurrent request for the same call may win: that is fine
+            found = yield self._read(key)
+            if (yield self._cas(key, None if found is None else found.version,
+                                {"id": request.id}, request.expires)):
+                return
 
     def _load(self, request_id: str) -> Flow[tuple[ApprovalRequest, StoredValue]]:
         if not isinstance(request_id, str) or not request_id:

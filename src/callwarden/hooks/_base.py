@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol, TextIO
 
 from callwarden._decision import Decision
+from callwarden._enforce import Enforcer
+from callwarden._guard import Guard
 
 __all__ = ["DIALECTS", "HOOK_DIALECTS", "Dialect", "HookCall", "HookReply", "dialect", "json_reply",
            "register_dialect", "run_hook", "text_field", "tool_and_args"]
@@ -163,9 +165,9 @@ def _decide(dialect: Dialect, policy: str | os.PathLike[str] | None, stdin: Text
         if call is None:
             return HookReply()
         guard = _guard(policy, call.cwd)
-        decision = guard.check(call.tool, call.args, call_id=call.call_id, agent=call.agent,
-                               session=call.session, framework=dialect.name,
-                               context=call.context)
+        path = Enforcer(guard, framework=dialect.name)
+        decision = path.check(call.tool, call.args, call_id=call.call_id, agent=call.agent,
+                              session=call.session, context=call.context)
         reply = dialect.render(decision, call)
         guard.close()
         return reply
@@ -175,8 +177,6 @@ def _decide(dialect: Dialect, policy: str | os.PathLike[str] | None, stdin: Text
 
 def _guard(policy: str | os.PathLike[str] | None, cwd: str | None) -> Any:
     """The guard for this call; relative paths in the call resolve against the agent's cwd."""
-    from callwarden._guard import Guard
-
     if policy is None:
         policy = os.environ.get("CALLWARDEN_POLICY")
     if not policy:

@@ -39,6 +39,7 @@ from typing import Any
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
+from callwarden._messages import describe_refusal
 from callwarden.hooks._base import HookCall, HookReply, register_dialect
 
 __all__ = ["ClaudeCodeDialect", "halt_key", "parse_pre_tool_use", "pre_tool_use_output"]
@@ -88,8 +89,6 @@ def pre_tool_use_output(decision: Decision, *, approve_allowed: bool = False) ->
 
     Uses the CLI's key ``continue`` (the Python SDK's ``continue_`` is translated to it).
     """
-    from callwarden._enforce import describe_refusal
-
     effect = decision.effect
     specific: dict[str, Any] = {"hookEventName": EVENT}
     if effect is Effect.ALLOW:

@@ -29,7 +29,7 @@ from typing import Any
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden._enforce import cannot_rewrite, describe_refusal, needs_approval
+from callwarden._messages import cannot_rewrite, describe_refusal, needs_approval
 from callwarden.hooks._base import (
     HookCall,
     HookReply,
