@@ -31,6 +31,9 @@ if [ $# -gt 0 ]; then
 fi
 
 status=0
+# The layers of ARCHITECTURE.md, as an import-linter contract (pyproject.toml).
+echo "== lint-imports =="
+.venv/bin/lint-imports --no-cache || status=$?
 .venv/bin/python -m pytest || status=$?
 
 # Environments for tests whose packages conflict with the main one's (see tests/conftest.py):

@@ -5,22 +5,36 @@ model can act on, sent to a human, or halts the run — and the decision says wh
 """
 
 from callwarden._call import FrozenDict, Opaque, ToolCall, freeze, thaw
-from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
+from callwarden._decision import (
+    Decision,
+    Effect,
+    Mode,
+    OutcomeStatus,
+    Reason,
+    RuleMatch,
+    Verdict,
+)
 from callwarden._guard import Guard
 from callwarden._profiles import SideEffect, ToolProfile, default_profile
 from callwarden._settle import aresolve_ask, resolve_ask
-from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
-from callwarden.engine.combine import FirstMatch, StrictestWins
+from callwarden.conditions import CompileEnv, Hit, Subject, register_condition
+from callwarden.engine import FirstMatch, StrictestWins
 from callwarden.engine.user import load_object, policy
 from callwarden.exceptions import (
+    ApprovalError,
+    ApprovalInvalid,
+    ApprovalPending,
+    ApprovalRefused,
     ApprovalRequired,
     AuditError,
     CallwardenError,
     ConfigError,
     InvalidCall,
+    MissingDependency,
     PolicyError,
     Problem,
     RunHalted,
+    StoreUnavailable,
     ToolDenied,
 )
 from callwarden.typing import Policy
@@ -29,7 +43,6 @@ __version__ = "0.1.0"
 
 # Loaded on first use, so that ``import callwarden`` stays light.
 _LAZY_EXPORTS = {
-    "ApprovalPending": "callwarden.approvals",
     "Approvals": "callwarden.approvals",
     "Approve": "callwarden.approvals",
     "Deny": "callwarden.approvals",
@@ -47,8 +60,12 @@ def __getattr__(name: str) -> object:
 
     return getattr(importlib.import_module(module), name)
 
+
 __all__ = [
+    "ApprovalError",
+    "ApprovalInvalid",
     "ApprovalPending",
+    "ApprovalRefused",
     "ApprovalRequired",
     "Approvals",
     "Approve",
@@ -66,8 +83,10 @@ __all__ = [
     "Guard",
     "Hit",
     "InvalidCall",
+    "MissingDependency",
     "Mode",
     "Opaque",
+    "OutcomeStatus",
     "Policy",
     "PolicyError",
     "Problem",
@@ -75,6 +94,7 @@ __all__ = [
     "RuleMatch",
     "RunHalted",
     "SideEffect",
+    "StoreUnavailable",
     "StrictestWins",
     "Subject",
     "TerminalApprover",

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from callwarden._call import FrozenDict, ToolCall, json_safe
 
-__all__ = ["Decision", "Effect", "Mode", "OutcomeStatus", "Reason", "RuleMatch", "Verdict"]
+__all__ = ["Decision", "Effect", "Mode", "OutcomeStatus", "Phase", "Reason", "RuleMatch", "Verdict"]
 
 
 class Effect(StrEnum):
@@ -38,6 +38,17 @@ class Mode(StrEnum):
 
     ENFORCE = "enforce"
     OBSERVE = "observe"
+
+
+class Phase(StrEnum):
+    """When a rule runs: ``mutate`` rewrites arguments first, ``validate`` rules all see the
+    final arguments, ``limit`` rules count what everything else allows, ``output`` rules
+    screen what the tool returned."""
+
+    MUTATE = "mutate"
+    VALIDATE = "validate"
+    LIMIT = "limit"
+    OUTPUT = "output"
 
 
 class OutcomeStatus(StrEnum):

@@ -238,11 +238,13 @@ class Enforcer:
     def request(self, decision: Decision) -> str:
         """The id of the approval request an ``ask`` decision is bound to (the same call's
         pending request, or a new one), without asking anyone."""
-        return self.guard.approvals.request(decision).id
+        request_id: str = self.guard.approvals.request(decision).id
+        return request_id
 
     async def arequest(self, decision: Decision) -> str:
         """Async twin of :meth:`request`."""
-        return (await self.guard.approvals.arequest(decision)).id
+        request_id: str = (await self.guard.approvals.arequest(decision)).id
+        return request_id
 
     # -- running the tool ------------------------------------------------------------------
 
@@ -382,8 +384,8 @@ def _invoke(fn: Callable[..., Any], decision: Decision) -> Any:
 
 def _split(fields: dict[str, Any]) -> dict[str, Any]:
     """``check``'s keyword arguments from ``run``'s: call fields plus free-form context."""
-    out = {k: fields.pop(k) for k in ("call_id", "agent", "session", "principal", "framework")
-           if k in fields}
+    out: dict[str, Any] = {k: fields.pop(k) for k in ("call_id", "agent", "session", "principal",
+                                                       "framework") if k in fields}
     context = dict(fields.pop("context", None) or {})
     context.update(fields)
     out["context"] = context or None

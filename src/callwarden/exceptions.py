@@ -13,6 +13,8 @@ The hierarchy::
     ├── InvalidUrl               a URL that cannot be analysed safely (also ValueError)
     ├── StoreUnavailable         the state store cannot be read or written right now
     ├── AuditError               a required audit event could not be written in time
+    ├── MissingDependency        a feature needs a package that is not installed (ImportError);
+    │                            the one place install hints are written
     ├── ApprovalError            an approval operation was refused (``code`` says which)
     │   ├── ApprovalInvalid      not found, expired, not approved, used, denied, another call
     │   └── ApprovalRefused      this person may not resolve this request
@@ -48,6 +50,7 @@ __all__ = [
     "InvalidCall",
     "InvalidResult",
     "InvalidUrl",
+    "MissingDependency",
     "PolicyError",
     "Problem",
     "RunHalted",
@@ -146,6 +149,27 @@ class StoreUnavailable(CallwardenError):
 
 class AuditError(CallwardenError):
     """A required audit event could not be written in time; the call must not proceed."""
+
+
+class MissingDependency(CallwardenError, ImportError):
+    """A feature needs a package that is not installed. The message says what to install:
+    the extra that brings it (``pip install 'callwarden[redis]'``), or, for a package
+    callwarden itself depends on, a reinstall.
+
+    Args:
+        feature: what needs it ("the Redis state store").
+        package: the missing distribution ("redis").
+        extra: the callwarden extra that installs it, or None for a core dependency.
+    """
+
+    def __init__(self, feature: str, package: str, extra: str | None = None) -> None:
+        self.feature = feature
+        self.package = package
+        self.extra = extra
+        how = (f"pip install 'callwarden[{extra}]'" if extra else
+               "it is a dependency of callwarden: pip install --force-reinstall callwarden")
+        super().__init__(f"{feature} needs {package}, which is not installed: {how}",
+                         name=package)
 
 
 class ApprovalError(CallwardenError):

@@ -74,4 +74,4 @@ except ImportError as e:
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONPATH": str(SRC)}, check=True).stdout
-    assert "pip install callwarden[otel]" in out
+    assert "pip install 'callwarden[otel]'" in out

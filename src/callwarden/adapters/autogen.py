@@ -28,7 +28,7 @@ from callwarden._decision import Decision, Effect
 from callwarden._enforce import Enforcer
 from callwarden._messages import approval_pending, describe_refusal, halted, output_unscreened
 from callwarden.adapters._core import enforcer as enforcement_path
-from callwarden.exceptions import ApprovalPending
+from callwarden.exceptions import ApprovalPending, MissingDependency
 
 try:
     from autogen_agentchat.base import TerminatedException, TerminationCondition
@@ -45,8 +45,7 @@ try:
     # StreamWorkbench is public API but not re-exported by autogen_core.tools.
     from autogen_core.tools._workbench import StreamWorkbench
 except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError("the AutoGen adapter needs autogen-agentchat and autogen-core 0.7: "
-                      "pip install 'callwarden[autogen]'") from e
+    raise MissingDependency("the AutoGen adapter", "autogen-agentchat", "autogen") from e
 
 __all__ = ["CallwardenHaltTermination", "GuardedWorkbench"]
 

@@ -34,7 +34,7 @@ from callwarden._decision import Decision, Effect
 from callwarden._enforce import Enforcer
 from callwarden._messages import describe_refusal
 from callwarden.adapters._core import enforcer as enforcement_path
-from callwarden.exceptions import ApprovalPending
+from callwarden.exceptions import ApprovalPending, MissingDependency
 from callwarden.hooks._claude_code import EVENT, halt_key, parse_pre_tool_use, pre_tool_use_output
 
 try:
@@ -45,8 +45,7 @@ try:
         ToolPermissionContext,
     )
 except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError("the Claude Agent SDK adapter needs claude-agent-sdk: "
-                      "pip install 'callwarden[claude]'") from e
+    raise MissingDependency("the Claude Agent SDK adapter", "claude-agent-sdk", "claude") from e
 
 __all__ = ["ClaudeAgentGuard", "callwarden_hooks", "callwarden_options", "permission_result"]
 

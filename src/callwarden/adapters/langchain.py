@@ -29,11 +29,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, cast
 
-from langchain.agents.middleware.types import AgentMiddleware
-from langchain_core.messages import ToolMessage
-from langgraph.errors import GraphBubbleUp
-from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command, interrupt
+from callwarden.exceptions import MissingDependency
+
+try:
+    from langchain.agents.middleware.types import AgentMiddleware
+    from langchain_core.messages import ToolMessage
+    from langgraph.errors import GraphBubbleUp
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.types import Command, interrupt
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise MissingDependency("the LangChain adapter", "langchain and langgraph",
+                            "langchain") from e
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect

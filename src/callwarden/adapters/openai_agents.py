@@ -31,15 +31,21 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agents import Agent, FunctionTool
-from agents.exceptions import ToolInputGuardrailTripwireTriggered
-from agents.tool_guardrails import (
-    ToolGuardrailFunctionOutput,
-    ToolInputGuardrail,
-    ToolInputGuardrailData,
-    ToolOutputGuardrail,
-    ToolOutputGuardrailData,
-)
+from callwarden.exceptions import MissingDependency
+
+try:
+    from agents import Agent, FunctionTool
+    from agents.exceptions import ToolInputGuardrailTripwireTriggered
+    from agents.tool_guardrails import (
+        ToolGuardrailFunctionOutput,
+        ToolInputGuardrail,
+        ToolInputGuardrailData,
+        ToolOutputGuardrail,
+        ToolOutputGuardrailData,
+    )
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise MissingDependency("the OpenAI Agents SDK adapter", "openai-agents",
+                            "openai-agents") from e
 
 from callwarden._call import json_safe, thaw
 from callwarden._decision import Decision, Effect

@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from callwarden.audit._sinks import encode_line
+from callwarden.exceptions import MissingDependency
 
 __all__ = ["INSTALL_HINT", "OTelSink"]
 
-INSTALL_HINT = "the otel audit sink needs the OpenTelemetry API: pip install callwarden[otel]"
+INSTALL_HINT = str(MissingDependency("the otel audit sink", "opentelemetry-api", "otel"))
 
 # Event fields copied onto the record / span as ``callwarden.<field>`` attributes.
 _ATTRIBUTES = ("type", "decision_id", "call_id", "tool", "agent", "session", "principal",
@@ -65,7 +66,7 @@ class OTelSink:
 
                 self._emitter = trace.get_tracer(name, tracer_provider=tracer_provider)
         except ImportError as e:
-            raise ImportError(INSTALL_HINT) from e
+            raise MissingDependency("the otel audit sink", "opentelemetry-api", "otel") from e
 
     def __repr__(self) -> str:
         return f"OTelSink(signal={self.signal!r})"

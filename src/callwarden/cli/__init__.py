@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from callwarden._decision import Decision, Effect
+from callwarden._decision import Effect
 from callwarden.exceptions import PolicyError
 
 __all__ = ["EXIT_CODES", "main"]
@@ -158,6 +158,7 @@ def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
 
 def _check(args: argparse.Namespace, out: TextIO) -> int:
     from callwarden._guard import Guard
+    from callwarden.review import explain_decision
 
     call_args = _json_object(args.args, "--args")
     context = _json_object(args.context, "--context") if args.context is not None else None
@@ -169,34 +170,8 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         print(json.dumps(decision.to_dict(), indent=2), file=out)
     else:
-        print(explain(decision), file=out)
+        print(explain_decision(decision), file=out)
     return EXIT_CODES[decision.effect]
-
-
-def explain(decision: Decision) -> str:
-    """Renders a decision for people: effect, deciding rule and line, reasons, other matches."""
-    where = f" ({decision.source})" if decision.source else ""
-    lines = [f"{decision.effect.value.upper()}  {decision.call.tool}  by rule "
-             f"'{decision.rule}'{where}"]
-    if decision.would_effect is not None:
-        lines.append(f"  would be: {decision.would_effect.value} in enforce mode "
-                     f"(mode: {decision.mode.value})")
-    if decision.message:
-        lines.append(f"  message: {decision.message}")
-    for reason in decision.reasons:
-        lines.append(f"  reason: [{reason.code}] {reason.message}")
-    others = [m for m in decision.matched if m.rule != decision.rule]
-    if others:
-        lines.append("  also matched:")
-        for m in others:
-            note = f", {m.mode.value}" if m.mode.value != "enforce" else ""
-            lines.append(f"    - {m.rule} ({m.source or 'python'}): {m.effect.value}{note}"
-                         f" [{m.code}] {m.detail}")
-    if decision.effect is Effect.MODIFY:
-        lines.append(f"  effective args: {json.dumps(decision.to_dict()['args'])}")
-    lines.append(f"  decision {decision.decision_id} in {decision.elapsed * 1e6:.0f} µs"
-                 f" · policy {decision.policy}")
-    return "\n".join(lines)
 
 
 def _lint(args: argparse.Namespace, out: TextIO) -> int:

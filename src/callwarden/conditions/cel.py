@@ -28,7 +28,7 @@ from pathlib import PurePath
 from typing import Any, NamedTuple
 
 from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
-from callwarden.exceptions import CelError, ConfigError
+from callwarden.exceptions import CelError, ConfigError, MissingDependency
 
 __all__ = ["CelCondition", "CelError"]
 
@@ -226,10 +226,8 @@ def _import_cel() -> Any:
     try:
         import cel
     except ImportError as e:
-        raise ConfigError(
-            "'if' conditions need the 'common-expression-language' package",
-            hint="pip install common-expression-language",
-        ) from e
+        missing = MissingDependency("'if' conditions (CEL)", "common-expression-language")
+        raise ConfigError(str(missing), hint=str(missing)) from e
     return cel
 
 

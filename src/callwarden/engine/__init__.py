@@ -6,8 +6,9 @@ synchronously or asynchronously (see :mod:`callwarden._flow`).
 """
 
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
-from callwarden.engine.engine import Engine, OutputCheck, Settings
+from callwarden.engine.engine import Engine, Settings
 from callwarden.engine.index import Plan, RuleIndex
+from callwarden.engine.output import OutputCheck
 from callwarden.engine.rules import Rewrite, Rule, Selector
 
 __all__ = ["Combiner", "Engine", "Entry", "FirstMatch", "OutputCheck", "Plan", "Rewrite", "Rule",

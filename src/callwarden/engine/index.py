@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from callwarden._decision import Phase
 from callwarden._profiles import ToolProfile
 from callwarden.analysis.globs import is_glob
 from callwarden.engine.rules import Rule
@@ -52,7 +53,7 @@ class Plan:
 
 
 def _value_index(rule: Rule) -> tuple[str, frozenset[Any]] | None:
-    if rule.policy is not None or rule.phase != "validate" or len(rule.conditions) != 1:
+    if rule.policy is not None or rule.phase is not Phase.VALIDATE or len(rule.conditions) != 1:
         return None
     return getattr(rule.conditions[0][1], "index_key", None)
 
@@ -114,7 +115,7 @@ class RuleIndex:
         scanned: list[Rule] = []
         tables: dict[str, dict[Any, list[Rule]]] = {}
         for rule in ordered:
-            if rule.phase != "validate":
+            if rule.phase is not Phase.VALIDATE:
                 continue
             key = _value_index(rule)
             if key is None:
@@ -133,14 +134,14 @@ class RuleIndex:
                 by_value.append((name, {v: tuple(rs) for v, rs in table.items()}))
         scanned.sort(key=lambda r: r.order)
         return Plan(
-            tuple(r for r in ordered if r.phase == "mutate"),
+            tuple(r for r in ordered if r.phase is Phase.MUTATE),
             tuple(scanned),
             tuple(by_value),
             profile,
-            tuple(r for r in ordered if r.phase == "limit"),
+            tuple(r for r in ordered if r.phase is Phase.LIMIT),
             any(r.needs_history for r in ordered),
-            tuple(r for r in ordered if r.phase == "output"),
-            tuple(r for r in ordered if r.phase == "validate" and r.external),
-            not any(r.phase in ("mutate", "limit") or r.external or r.needs_history
+            tuple(r for r in ordered if r.phase is Phase.OUTPUT),
+            tuple(r for r in ordered if r.phase is Phase.VALIDATE and r.external),
+            not any(r.phase in (Phase.MUTATE, Phase.LIMIT) or r.external or r.needs_history
                     for r in ordered),
         )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from callwarden._call import FrozenDict, ToolCall, freeze
-from callwarden._decision import Effect, Mode, Verdict
+from callwarden._decision import Effect, Mode, Phase, Verdict
 from callwarden._profiles import ToolProfile
 from callwarden.analysis.globs import GlobSet
 from callwarden.conditions.base import Hit, Matcher, Subject
@@ -226,7 +226,7 @@ class Rule:
         on_error: Effect | None = None,
         source: str | None = None,
         policy: Any = None,
-        phase: str | None = None,
+        phase: Phase | str | None = None,
         rewrite: Rewrite | None = None,
         order: int = 0,
         limit: Any = None,
@@ -250,13 +250,13 @@ class Rule:
         #: True when a condition reads the session history (the engine then loads it).
         self.needs_history = any(getattr(c, "uses_history", False) for _, c in self.conditions)
         if limit is not None:
-            phase = "limit"
+            phase = Phase.LIMIT
         if on == "output":
-            phase = "output"
+            phase = Phase.OUTPUT
         if phase is None:
             phase = getattr(policy, "phase", None) if policy is not None else None
-            phase = phase or ("mutate" if effect is Effect.MODIFY else "validate")
-        self.phase = phase
+            phase = phase or (Phase.MUTATE if effect is Effect.MODIFY else Phase.VALIDATE)
+        self.phase = Phase(phase)
         # Policy objects are user code: they run with a deadline on a worker thread unless
         # they say they are fast and trusted.
         self.external = policy is not None and getattr(policy, "isolated", True)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from callwarden._decision import Decision, Effect, Verdict
+from callwarden._decision import Decision, Effect, Phase, Verdict
 from callwarden.exceptions import InvalidResult
 
 if TYPE_CHECKING:
@@ -51,11 +51,11 @@ class FunctionPolicy:
         phase: str = "validate",
         isolated: bool = True,
     ) -> None:
-        if phase not in ("mutate", "validate"):
+        if phase not in (Phase.MUTATE, Phase.VALIDATE):
             raise ValueError(f"phase must be 'mutate' or 'validate', not {phase!r}")
         self.__wrapped__ = fn
         self.name = name or getattr(fn, "__name__", "policy")
-        self.phase = phase
+        self.phase = Phase(phase)
         self.isolated = isolated
         self.is_async = inspect.iscoroutinefunction(fn)
         try:

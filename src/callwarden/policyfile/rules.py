@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from callwarden._decision import Effect, Mode
+from callwarden._decision import Effect, Mode, Phase
 from callwarden._profiles import (
     ARG_ROLES,
     KNOWN_KINDS,
@@ -138,7 +138,7 @@ def compile_rule(raw: Any, path: Path_, check: Checker, lines: Lines, env: Compi
         check.error((*path, "message"), "must be a string")
         message = None
     phase = raw.get("phase")
-    if phase is not None and phase not in ("mutate", "validate"):
+    if phase is not None and phase not in (Phase.MUTATE, Phase.VALIDATE):
         check.error((*path, "phase"), "must be 'mutate' or 'validate'")
         phase = None
 

@@ -9,9 +9,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from callwarden._decision import Decision, Phase
+from callwarden.audit import decision_event
 from callwarden.review.reader import EventReader
 
-__all__ = ["explain_event", "explain_with_policy", "find_decision"]
+__all__ = ["explain_decision", "explain_event", "explain_with_policy", "find_decision"]
 
 
 def find_decision(decision_id: str, paths: Iterable[str | Path]
@@ -35,42 +37,43 @@ def _json(value: Any, limit: int = 400) -> str:
 
 
 def explain_event(event: dict[str, Any], outcomes: Iterable[dict[str, Any]] = ()) -> str:
-    """Renders a recorded decision event for people."""
+    """Renders a decision for people: the one renderer behind ``callwarden check``,
+    ``callwarden explain`` and the review tools.
+
+    ``event`` is a decision audit event (a recorded one, or :func:`explain_decision`'s).
+    """
     where = f" ({event.get('source')})" if event.get("source") else ""
-    who = ", ".join(f"{k} {event[k]}" for k in ("agent", "session", "principal", "framework")
-                    if event.get(k))
-    lines = [
-        f"{str(event.get('effect')).upper()}  {event.get('tool')}  by rule "
-        f"'{event.get('rule')}'{where}",
-        f"  decision {event.get('decision_id')} at {event.get('time')}"
-        f" · policy {event.get('policy')} · {event.get('elapsed_us')} µs",
-    ]
-    if who:
-        lines.append(f"  call: {who}")
-    lines.append(f"  args: {_json(event.get('args'))}")
-    if "effective_args" in event:
-        lines.append(f"  effective args: {_json(event.get('effective_args'))}")
-    if event.get("context"):
-        lines.append(f"  context: {_json(event.get('context'))}")
+    lines = [f"{str(event.get('effect')).upper()}  {event.get('tool')}  by rule "
+             f"'{event.get('rule')}'{where}"]
     if event.get("would_effect"):
         lines.append(f"  would be: {event['would_effect']} in enforce mode "
                      f"(mode: {event.get('mode')})")
     if event.get("message"):
         lines.append(f"  message: {event['message']}")
     for reason in event.get("reasons") or ():
-        rule = f" (rule {reason.get('rule')})" if reason.get("rule") else ""
-        lines.append(f"  reason: [{reason.get('code')}] {reason.get('message')}{rule}")
+        rule = reason.get("rule")
+        by = f" (rule {rule})" if rule and rule != event.get("rule") else ""
+        lines.append(f"  reason: [{reason.get('code')}] {reason.get('message')}{by}")
     matched = event.get("matched") or []
     if matched:
         lines.append("  rules that matched, in evaluation order:")
         for m in matched:
             mark = "→" if m.get("rule") == event.get("rule") else "-"
-            mode = f", {m.get('mode')}" if m.get("mode") != "enforce" else ""
+            mode = f", {m.get('mode')}" if m.get("mode") not in (None, "enforce") else ""
             detail = f": {m.get('detail')}" if m.get("detail") else ""
-            lines.append(f"    {mark} {m.get('rule')} ({m.get('source') or 'python'}) "
+            lines.append(f"    {mark} {m.get('rule')} ({m.get('source') or 'python'}): "
                          f"{m.get('effect')}{mode} [{m.get('code')}]{detail}")
     else:
         lines.append("  no rule matched: the policy default decided")
+    lines.append(f"  args: {_json(event.get('args'))}")
+    if "effective_args" in event:
+        lines.append(f"  effective args: {_json(event.get('effective_args'))}")
+    if event.get("context"):
+        lines.append(f"  context: {_json(event.get('context'))}")
+    who = ", ".join(f"{k} {event[k]}" for k in ("agent", "session", "principal", "framework")
+                    if event.get(k))
+    if who:
+        lines.append(f"  call: {who}")
     for r in event.get("redactions") or ():
         lines.append(f"  redacted: {r.get('path')} ({r.get('detector')})")
     if event.get("truncated"):
@@ -78,7 +81,16 @@ def explain_event(event: dict[str, Any], outcomes: Iterable[dict[str, Any]] = ()
     for o in outcomes:
         error = f": {o.get('error')}" if o.get("error") else ""
         lines.append(f"  outcome: {o.get('status')} in {o.get('duration_ms')} ms{error}")
+    when = f" at {event['time']}" if event.get("time") else ""
+    lines.append(f"  decision {event.get('decision_id')}{when} · policy {event.get('policy')}"
+                 f" · {event.get('elapsed_us')} µs")
     return "\n".join(lines)
+
+
+def explain_decision(decision: Decision) -> str:
+    """Renders a decision just made (``callwarden check``) as :func:`explain_event` renders
+    a recorded one, its arguments redacted as the audit log would write them."""
+    return explain_event(decision_event(decision))
 
 
 def explain_with_policy(event: dict[str, Any], guard: Any) -> str:
@@ -130,9 +142,9 @@ def explain_with_policy(event: dict[str, Any], guard: Any) -> str:
         else:
             why = "its argument values did not match" if id(rule) in by_value else \
                 "its conditions did not hold"
-            if rule.phase == "mutate":
+            if rule.phase is Phase.MUTATE:
                 why = "no rewrite needed" if rule.policy is None else "no opinion"
-            elif rule.phase == "limit":
+            elif rule.phase is Phase.LIMIT:
                 why = "within its limit"
             lines.append(f"    ✗ {rule.id} ({where}) did not match: {why}")
     for m in decision.matched:

@@ -27,6 +27,7 @@ import math
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
+from callwarden.exceptions import MissingDependency
 from callwarden.state._base import (
     Counter,
     CounterState,
@@ -127,9 +128,7 @@ def open_store(url: str, **options: Any) -> StateStore:
         try:
             from callwarden.state._redis import RedisStore
         except ImportError as exc:
-            raise ImportError(
-                f"The Redis store needs the redis package: pip install 'callwarden[redis]' ({exc})"
-            ) from exc
+            raise MissingDependency("the Redis state store", "redis", "redis") from exc
         rest, opts = _options(url, options, strict=False)
         return RedisStore(rest, **opts)
     raise ValueError(

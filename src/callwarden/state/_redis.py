@@ -206,15 +206,15 @@ class _Script:
             conn = pool.get_connection()
             try:
                 try:
-                    conn.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
+                    conn.send_command("EVALSHA", self.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
                     return conn.read_response(timeout=_remaining(deadline))
                 except NoScriptError:
-                    conn.send_command("EVAL", self.source, len(keys), *keys, *args)
+                    conn.send_command("EVAL", self.source, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
                     return conn.read_response(timeout=_remaining(deadline))
                 except redis.ConnectionError:
                     # Once, like the client's own retry: a pooled connection the server
                     # dropped (a restart) is replaced.
-                    conn.disconnect()
+                    conn.disconnect()  # type: ignore[no-untyped-call]
                     if attempt == 2:
                         raise
             finally:
@@ -614,7 +614,7 @@ def _hgetall_within(client: redis.Redis, key: str, deadline: float) -> Any:
     _remaining(deadline)
     conn = pool.get_connection()
     try:
-        conn.send_command("HGETALL", key)
+        conn.send_command("HGETALL", key)  # type: ignore[no-untyped-call]
         reply = conn.read_response(timeout=_remaining(deadline))
     finally:
         pool.release(conn)

@@ -10,6 +10,8 @@ import re
 import threading
 from typing import Any
 
+from callwarden.exceptions import MissingDependency
+
 __all__ = ["BRACE_MARKER", "INSTALL_HINT", "MAX_COMMAND_LENGTH", "ParseResult", "parse_script",
            "parser_available"]
 
@@ -46,7 +48,7 @@ class ParseResult:
         self.error = error
 
 
-INSTALL_HINT = "shell analysis needs tree-sitter and tree-sitter-bash: pip install callwarden[shell]"
+INSTALL_HINT = str(MissingDependency("shell analysis", "tree-sitter-bash"))
 
 
 def parser_available() -> bool:

@@ -552,7 +552,7 @@ class PathGlobs:
             if self._any_exclude is not None and any(
                     self._any_exclude.fullmatch(f) for f in forms):
                 continue
-            path_regex: list[re.Pattern[str]] | None = None
+            path_regex: list[re.Pattern[str] | None] | None = None
             for raw, regex, witnesses in self._deny:
                 if any(regex.fullmatch(f) for f in forms):
                     return path, raw
