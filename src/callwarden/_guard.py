@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from callwarden._call import new_id, snapshot
 from callwarden._decision import Decision, Effect, Mode, Reason
 from callwarden._enforce import Enforcer
-from callwarden._flow import Flow, drive
+from callwarden._flow import Flow, adrive, drive
 from callwarden._profiles import ToolProfile
 from callwarden._protect import protect
 from callwarden.engine import Engine, OutputCheck
@@ -130,8 +130,8 @@ class Guard:
             from callwarden.approvals import Approvals, ApprovalSettings
             from callwarden.state import MemoryStore
 
-            store = self._approvals_store or self._engine.store
-            if store is None:
+            store: Any = self._approvals_store or self._engine.store
+            if store is None or not hasattr(store, "compare_and_set"):  # limits-only store
                 store = self._own_store = self._own_store or MemoryStore()
             settings = self.loaded.approvals or ApprovalSettings()
             self._approvals = Approvals(store, ttl=settings.ttl, approvers=settings.approvers,
@@ -260,35 +260,13 @@ class Guard:
         """Async twin of ``check``: user policies are awaited (``aevaluate``) with the deadline."""
         flow = self._flow(tool, args, call_id, agent, session, principal, framework, context,
                           extra)
-        try:
-            if type(flow) is Decision:
-                raise StopIteration(flow)
-            step = next(flow)  # type: ignore[arg-type]
-            while True:
-                step = flow.send(await step.arun())  # type: ignore[union-attr]
-        except StopIteration as done:
-            decision: Decision = done.value
+        decision = flow if type(flow) is Decision else await adrive(flow)  # type: ignore[arg-type]
         if self._auditor is not None:
             try:
                 await self._auditor.adecision(decision)
             except AuditError as e:
                 return _audit_failed(decision, e)
         return decision
-
-    def _count_approved(self, decision: Decision) -> Decision:
-        """Counts an approved call against its limits (see ``Engine.count_approved``)."""
-        return drive(self._engine.count_approved(decision))
-
-    async def _acount_approved(self, decision: Decision) -> Decision:
-        """Async twin of ``_count_approved``."""
-        flow = self._engine.count_approved(decision)
-        try:
-            step = next(flow)
-            while True:
-                step = flow.send(await step.arun())
-        except StopIteration as done:
-            counted: Decision = done.value
-        return counted
 
     # -- running ----------------------------------------------------------------------------
 

@@ -238,11 +238,12 @@ def _run_edit(guard: Guard, approvals: Approvals, decision: Decision,
 
 
 def _counted(guard: Guard, decision: Decision) -> Flow[Decision]:
-    """Counts an approved call against its limits: the decision, or a refusal."""
-    count = getattr(guard, "_count_approved", None)
-    if count is None:  # a guard-like object without limits
+    """Counts an approved call against its limits: the decision, or a refusal (the engine's
+    flow, its store steps run by the same driver)."""
+    engine = getattr(guard, "engine", None)
+    if engine is None:  # a guard-like object without limits
         return decision
-    counted: Decision = yield Step(count, guard._acount_approved, (decision,))
+    counted: Decision = yield from engine.count_approved(decision)
     return counted
 
 

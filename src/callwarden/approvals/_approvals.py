@@ -34,7 +34,7 @@ from callwarden.exceptions import ApprovalInvalid, ApprovalRefused
 
 if TYPE_CHECKING:
     from callwarden._decision import Decision
-    from callwarden.state import StateStore, StoredValue
+    from callwarden.state import RecordStore, StoredValue
 
 __all__ = ["Approvals"]
 
@@ -70,7 +70,7 @@ class Approvals:
 
     def __init__(
         self,
-        store: StateStore,
+        store: RecordStore,
         *,
         ttl: float = 3600,
         approvers: Sequence[str] | None = None,
@@ -95,7 +95,7 @@ class Approvals:
         self.retention = retention
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None, store: StateStore, *,
+    def from_config(cls, config: Mapping[str, Any] | None, store: RecordStore, *,
                     clock: Callable[[], float] = time.time) -> Approvals:
         """Builds it from a policy file's ``approvals:`` section.
 

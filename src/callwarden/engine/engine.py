@@ -28,7 +28,7 @@ from callwarden.engine.output import OutputCheck, check_output
 from callwarden.engine.rules import NameSet, Rule
 from callwarden.engine.steps import PolicyStep, StoreFailure, StoreStep
 from callwarden.exceptions import InvalidCall, InvalidResult
-from callwarden.state._base import Counter, HistoryEntry
+from callwarden.state._base import Counter, HistoryEntry, LimitStore
 
 __all__ = ["Engine", "Settings"]
 
@@ -86,7 +86,7 @@ class Engine:
         settings: Settings,
         profiles: Mapping[str, ToolProfile] | None = None,
         combiner: Combiner | None = None,
-        store: Any = None,
+        store: LimitStore | None = None,
         clock: Any = None,
     ) -> None:
         self.rules = tuple(rules)
@@ -207,6 +207,7 @@ class Engine:
         store = self.store
         history_session = call.session if self._records_history else None
         if history_session is not None and plan.history:
+            assert store is not None  # a policy that keeps history always has a store
             history = yield StoreStep(store.history, store.ahistory, (history_session,),
                                       {"deadline": deadline}, deadline)
             if isinstance(history, StoreFailure):
@@ -280,6 +281,7 @@ class Engine:
 
         decision = self._decide(call, current, profile, entries, started, decision_id)
         if history_session is not None and not recorded:
+            assert store is not None
             # A failed write only loses history; the next read of it fails closed.
             yield StoreStep(store.record, store.arecord,
                             (history_session, call.tool, decision.effect.value),

@@ -1,13 +1,16 @@
-"""The state-store contract: atomic check-and-count for limits, and session history.
+"""The state-store contract: atomic check-and-count for limits, session history, records.
 
-A store keeps three kinds of state, each under its own namespace:
+Two narrow interfaces, one per user:
 
-* **counters** — weighted events per key, read and written by :meth:`StateStore.consume`;
-* **session history** — an incremental summary per session, written by
-  :meth:`StateStore.record` and read by :meth:`StateStore.history`;
-* **key-value records** — small JSON objects with a version and an optional expiry (approval
-  requests, remembered grants), read by :meth:`StateStore.get` / :meth:`StateStore.scan` and
-  written by :meth:`StateStore.put` or, atomically, :meth:`StateStore.compare_and_set`.
+* :class:`LimitStore`, what the engine needs: **counters** (weighted events per key, read and
+  written by ``consume``) and **session history** (an incremental summary per session, written
+  by ``record`` and read by ``history``);
+* :class:`RecordStore`, what approvals need: **key-value records** (small JSON objects with a
+  version and an optional expiry: approval requests, remembered grants), read by ``get`` /
+  ``scan`` and written by ``put`` or, atomically, ``compare_and_set``.
+
+:class:`StateStore` is both, each kind of state under its own namespace: what the shipped
+stores are, so one store can hold a deployment's limits and approvals.
 
 Window semantics, shared by every store. An event counted at time ``t`` under a counter with
 window ``w`` *expires* at ``e = t + w`` (one float addition, stored as is). At time ``now`` it
@@ -39,6 +42,8 @@ __all__ = [
     "Counter",
     "CounterState",
     "HistoryEntry",
+    "LimitStore",
+    "RecordStore",
     "StateStore",
     "StoreUnavailable",
     "StoredValue",
@@ -235,11 +240,46 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-class StateStore(ABC):
-    """Where limits count and session history accumulates; shared by the processes using it.
+class _Store:
+    """What every store shares: closing (also as a context manager, sync or async)."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        """Releases connections and files. The store must not be used afterwards."""
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`."""
+        self.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class LimitStore(_Store, ABC):
+    """Where limits count and session history accumulates: what the engine needs.
 
     One abstract method per operation, each with an ``a``-prefixed async twin of the same
-    semantics. Pick a store with :func:`callwarden.state.open_store`.
+    semantics.
     """
 
     __slots__ = ()
@@ -304,6 +344,16 @@ class StateStore(ABC):
     @abstractmethod
     async def ahistory(self, session: str, *, deadline: float | None = None) -> SessionHistory:
         """Async twin of :meth:`history`."""
+
+
+class RecordStore(_Store, ABC):
+    """Versioned JSON records with compare-and-set: what approvals and grants are kept in.
+
+    One abstract method per operation, each with an ``a``-prefixed async twin of the same
+    semantics.
+    """
+
+    __slots__ = ()
 
     @abstractmethod
     def get(self, key: str) -> StoredValue | None:
@@ -384,31 +434,9 @@ class StateStore(ABC):
     async def ascan(self, prefix: str) -> list[StoredValue]:
         """Async twin of :meth:`scan`."""
 
-    def close(self) -> None:  # noqa: B027 - optional: a store may hold nothing to release
-        """Releases connections and files. The store must not be used afterwards."""
 
-    async def aclose(self) -> None:
-        """Async twin of :meth:`close`."""
-        self.close()
+class StateStore(LimitStore, RecordStore):
+    """Both interfaces in one store, shared by the processes using it: what the shipped stores
+    (memory, SQLite, Redis) are. Pick one with :func:`callwarden.state.open_store`."""
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    __slots__ = ()
