@@ -254,13 +254,17 @@ class Enforcer:
         """The whole path for one call: decide, settle an ask, run ``fn`` with the effective
         arguments, screen its output, record the outcome; returns what the model sees.
 
+        ``fields`` are ``check``'s: ``call_id``, ``agent``, ``session``, ``principal``,
+        ``framework``, ``context``, and any other keyword as context.
+
         Raises:
             ToolDenied: (``ApprovalPending``, ``ApprovalRequired``, ``RunHalted``) when the call
                 may not run or its output halts the run; carries the decision.
         """
-        decision = self.check(tool, args, **_split(fields))
-        decision = self.settle(decision, approval_id=approval_id, approver=approver, wait=wait)
-        raise_unless_allowed(decision)
+        decision = self.guard.check(tool, args, **self._defaults(fields))
+        if decision.effect is Effect.ASK:
+            decision = self.settle(decision, approval_id=approval_id, approver=approver,
+                                   wait=wait)
         shown, halt = self.run(decision, fn)
         if halt:
             raise RunHalted(decision._replace(effect=Effect.HALT, message=str(shown)))
@@ -270,14 +274,27 @@ class Enforcer:
                     approval_id: str | None = None, approver: Any = _UNSET, wait: Any = _UNSET,
                     **fields: Any) -> Any:
         """Async twin of :meth:`call`; ``fn`` and the approver may be sync or async."""
-        decision = await self.acheck(tool, args, **_split(fields))
-        decision = await self.asettle(decision, approval_id=approval_id, approver=approver,
-                                      wait=wait)
-        raise_unless_allowed(decision)
+        decision = await self.guard.acheck(tool, args, **self._defaults(fields))
+        if decision.effect is Effect.ASK:
+            decision = await self.asettle(decision, approval_id=approval_id, approver=approver,
+                                          wait=wait)
         shown, halt = await self.arun(decision, fn)
         if halt:
             raise RunHalted(decision._replace(effect=Effect.HALT, message=str(shown)))
         return shown
+
+    def _defaults(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` with this enforcer's framework and defaults where they say nothing."""
+        if self.framework is None and self.agent is None and self.session is None \
+                and self.principal is None:
+            return fields  # Guard.run's own path: nothing to add
+        if self.framework is not None:
+            fields.setdefault("framework", self.framework)
+        for name in ("agent", "session", "principal"):
+            default = getattr(self, name)
+            if default is not None and fields.get(name) is None:
+                fields[name] = default
+        return fields
 
     def run(self, decision: Decision, fn: Callable[..., Any]) -> tuple[Any, bool]:
         """Runs ``fn`` for an allowed decision with its effective arguments, screens the
@@ -288,7 +305,8 @@ class Enforcer:
             TypeError: ``fn`` is async (use :meth:`arun`).
             BaseException: whatever the tool raised (recorded as an ``error`` outcome).
         """
-        raise_unless_allowed(decision)
+        if not decision.effect.allows:
+            raise_unless_allowed(decision)
         started = _perf()
         try:
             result = _invoke(fn, decision)
@@ -305,7 +323,8 @@ class Enforcer:
 
     async def arun(self, decision: Decision, fn: Callable[..., Any]) -> tuple[Any, bool]:
         """Async twin of :meth:`run`; ``fn`` may be sync or async."""
-        raise_unless_allowed(decision)
+        if not decision.effect.allows:
+            raise_unless_allowed(decision)
         started = _perf()
         try:
             result = _invoke(fn, decision)
@@ -314,34 +333,42 @@ class Enforcer:
         except BaseException as e:
             await self.arecord_outcome(decision, OutcomeStatus.ERROR, started, e)
             raise
-        screened = self.screen(decision, result)
-        await self.arecord_outcome(decision, screened.status, started)
-        return screened.shown, screened.halt
+        shown, status, halt, _, _ = self._screen(decision, result)
+        auditor = self.guard.auditor
+        if auditor is not None:
+            await auditor.aoutcome(decision, status, _perf() - started)
+        return shown, halt
 
     def finish(self, decision: Decision, result: Any, started: float) -> tuple[Any, bool]:
         """After a tool the framework ran itself: screen its output and record the outcome."""
-        screened = self.screen(decision, result)
-        self.record_outcome(decision, screened.status, started)
-        return screened.shown, screened.halt
+        shown, status, halt, _, _ = self._screen(decision, result)
+        auditor = self.guard.auditor
+        if auditor is not None:
+            auditor.outcome(decision, status, _perf() - started)
+        return shown, halt
 
     # -- the output and the record -----------------------------------------------------------
 
     def screen(self, decision: Decision, result: Any) -> Screened:
         """Applies the policy's output rules (``on: output``) to a tool's result."""
-        check = self.guard.check_output(decision, result)
-        if check is None or check.effect is Effect.ALLOW:
-            return Screened(result, OutcomeStatus.OK, False)
-        if check.effect is Effect.MODIFY:
-            return Screened(check.output, OutcomeStatus.OUTPUT_MODIFIED, False, check.rule,
-                            check.source)
-        return Screened(check.message, OutcomeStatus.OUTPUT_BLOCKED,
-                        check.effect is Effect.HALT, check.rule, check.source)
+        return Screened(*self._screen(decision, result))
 
     def screen_output(self, decision: Decision, result: Any) -> tuple[Any, str, bool]:
         """(what the model sees, the outcome status, whether to halt): :meth:`screen` as a
         tuple of three."""
-        screened = self.screen(decision, result)
-        return screened.shown, screened.status, screened.halt
+        shown, status, halt, _, _ = self._screen(decision, result)
+        return shown, status, halt
+
+    def _screen(self, decision: Decision, result: Any
+                ) -> tuple[Any, OutcomeStatus, bool, str | None, str | None]:
+        check = self.guard.check_output(decision, result)
+        if check is None or check.effect is Effect.ALLOW:
+            return result, OutcomeStatus.OK, False, None, None
+        if check.effect is Effect.MODIFY:
+            return (check.output, OutcomeStatus.OUTPUT_MODIFIED, False, check.rule,
+                    check.source)
+        return (check.message, OutcomeStatus.OUTPUT_BLOCKED, check.effect is Effect.HALT,
+                check.rule, check.source)
 
     def record_outcome(self, decision: Decision, status: str, started: float,
                        error: BaseException | None = None) -> None:
@@ -380,16 +407,6 @@ def _invoke(fn: Callable[..., Any], decision: Decision) -> Any:
     if invoke is not None:  # @guard.protect's call: it maps arguments back onto parameters
         return invoke(decision)
     return fn(**thaw(decision.args))
-
-
-def _split(fields: dict[str, Any]) -> dict[str, Any]:
-    """``check``'s keyword arguments from ``run``'s: call fields plus free-form context."""
-    out: dict[str, Any] = {k: fields.pop(k) for k in ("call_id", "agent", "session", "principal",
-                                                       "framework") if k in fields}
-    context = dict(fields.pop("context", None) or {})
-    context.update(fields)
-    out["context"] = context or None
-    return out
 
 
 def _key(decision: Decision) -> str:

@@ -199,10 +199,12 @@ class Guard:
 
     # -- deciding ---------------------------------------------------------------------------
 
-    def _flow(self, tool: Any, args: Any, call_id: str | None, agent: str | None,
-              session: str | None, principal: str | None, framework: str | None,
-              context: Mapping[str, Any] | None, extra: dict[str, Any]) -> Flow[Decision] | Decision:
-        """Snapshots the call and starts its decision flow (or returns the input's deny)."""
+    def _start(self, tool: Any, args: Any, call_id: str | None, agent: str | None,
+               session: str | None, principal: str | None, framework: str | None,
+               context: Mapping[str, Any] | None,
+               extra: dict[str, Any]) -> Flow[Decision] | Decision:
+        """Snapshots the call and decides it when no driver is needed (bad input, a plan of
+        built-in rules only); otherwise returns its decision flow for a driver to run."""
         started = _perf()
         decision_id = new_id()
         if extra:
@@ -211,9 +213,13 @@ class Guard:
             call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
                             framework, context)
         except InvalidCall as e:
-            fields = {"call_id": call_id, "agent": agent, "session": session,
-                      "principal": principal, "framework": framework}
-            return self._engine.rejected(tool, e, fields, started, decision_id)
+            return self._engine.rejected(tool, e, {"call_id": call_id, "agent": agent,
+                                                   "session": session, "principal": principal,
+                                                   "framework": framework},
+                                         started, decision_id)
+        decision = self._engine.decide_fast(call, started, decision_id)
+        if decision is not None:
+            return decision
         return self._engine.flow(call, started, decision_id)
 
     def check(self, tool: str, args: Any = None, *, call_id: str | None = None,
@@ -225,7 +231,7 @@ class Guard:
         ``agent``, ``session``, ``principal``, ``framework`` and ``call_id`` fill the call's
         fields; ``context`` and any other keyword argument go into ``call.context``.
         """
-        # ``_flow`` inlined: this is the hot path of every synchronous decision.
+        # ``_start`` inlined: this is the hot path of every synchronous decision.
         started = _perf()
         decision_id = new_id()
         if extra:
@@ -234,33 +240,28 @@ class Guard:
             call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
                             framework, context)
         except InvalidCall as e:
-            return self._engine.rejected(tool, e, {"call_id": call_id, "agent": agent, "session": session,
-                                           "principal": principal, "framework": framework},
-                                 started, decision_id)
+            return self._engine.rejected(tool, e, {"call_id": call_id, "agent": agent,
+                                                   "session": session, "principal": principal,
+                                                   "framework": framework},
+                                         started, decision_id)
         decision = self._engine.decide_fast(call, started, decision_id)
-        if decision is not None:
-            if self._auditor is not None:
-                try:
-                    self._auditor.decision(decision)
-                except AuditError as e:
-                    return _audit_failed(decision, e)
-            return decision
-        decided = drive(self._engine.flow(call, started, decision_id))
+        if decision is None:
+            decision = drive(self._engine.flow(call, started, decision_id))
         if self._auditor is not None:
             try:
-                self._auditor.decision(decided)
+                self._auditor.decision(decision)
             except AuditError as e:
-                return _audit_failed(decided, e)
-        return decided
+                return _audit_failed(decision, e)
+        return decision
 
     async def acheck(self, tool: str, args: Any = None, *, call_id: str | None = None,
                      agent: str | None = None, session: str | None = None,
                      principal: str | None = None, framework: str | None = None,
                      context: Mapping[str, Any] | None = None, **extra: Any) -> Decision:
         """Async twin of ``check``: user policies are awaited (``aevaluate``) with the deadline."""
-        flow = self._flow(tool, args, call_id, agent, session, principal, framework, context,
-                          extra)
-        decision = flow if type(flow) is Decision else await adrive(flow)  # type: ignore[arg-type]
+        started = self._start(tool, args, call_id, agent, session, principal, framework,
+                              context, extra)
+        decision = started if type(started) is Decision else await adrive(started)  # type: ignore[arg-type]
         if self._auditor is not None:
             try:
                 await self._auditor.adecision(decision)

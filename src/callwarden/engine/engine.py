@@ -472,6 +472,9 @@ class Engine:
 
     def check_output(self, decision: Decision, result: Any) -> OutputCheck | None:
         """Applies the output rules to a tool's result (see :func:`~.output.check_output`)."""
+        plan = self._plans.get(decision.call.tool)
+        if plan is not None and not plan.outputs:
+            return None  # the tool has no output rules (the common case, kept short)
         return check_output(self, decision, result)
 
     def _preliminary(self, entries: list[Entry]) -> Effect:
