@@ -62,7 +62,7 @@ FRAMEWORK = "openai-agents"
 _GUARDRAIL_NAME = "callwarden"
 # Decisions waiting for the next stage of the same call (guardrail -> invoker -> output
 # guardrail). A run that stops between stages leaves its entry behind: the cap bounds that.
-_MAX_PENDING = 4096
+_MAX_STAGED = 4096
 _perf = time.perf_counter
 _Key = tuple[str, str]
 
@@ -103,14 +103,14 @@ class ToolGate:
             of the SDK agent it was guarded with (:meth:`agent`).
     """
 
-    __slots__ = ("_agents", "_pending", "enforcer", "reviewer")
+    __slots__ = ("_agents", "_stages", "enforcer", "reviewer")
 
     def __init__(self, guard: Any, *, reviewer: str = "agents-sdk-reviewer",
                  **enforcer_kwargs: Any) -> None:
         self.enforcer: Enforcer = enforcement_path(guard, framework=FRAMEWORK,
                                                    **enforcer_kwargs)
         self.reviewer = reviewer
-        self._pending: OrderedDict[_Key, _Entry] = OrderedDict()
+        self._stages: OrderedDict[_Key, _Entry] = OrderedDict()
         self._agents: set[str] = set()
 
     def __repr__(self) -> str:
@@ -236,14 +236,14 @@ class ToolGate:
     # -- the hand-over between stages ------------------------------------------------------
 
     def _put(self, key: _Key, entry: _Entry) -> None:
-        pending = self._pending
-        pending[key] = entry
-        pending.move_to_end(key)
-        if len(pending) > _MAX_PENDING:
-            pending.popitem(last=False)
+        stages = self._stages
+        stages[key] = entry
+        stages.move_to_end(key)
+        if len(stages) > _MAX_STAGED:
+            stages.popitem(last=False)
 
     def _take(self, key: _Key, raw: str, stage: str) -> _Entry | None:
-        entry = self._pending.pop(key, None)
+        entry = self._stages.pop(key, None)
         if entry is None or entry.stage != stage or not entry.same_call(raw):
             return None  # stale (another run reused the call id): decide afresh
         return entry

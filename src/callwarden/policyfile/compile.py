@@ -22,7 +22,7 @@ from callwarden.engine.user import instantiate
 from callwarden.exceptions import PolicyError, Problem
 from callwarden.policyfile.check import TOP_KEYS, Checker, Path_
 from callwarden.policyfile.examples import verify_examples
-from callwarden.policyfile.extends import load_bases
+from callwarden.policyfile.extends import Base, load_bases
 from callwarden.policyfile.permissions import permission_rules
 from callwarden.policyfile.rules import compile_rule, parse_lists, parse_profiles
 from callwarden.policyfile.settings import (
@@ -105,10 +105,37 @@ def compile_policy(
     profiles.update(parse_profiles(data.get("tools"), check, lines))
     options = parse_workspace(data.get("workspace"), check, folder)
     env = CompileEnv(base_dir=folder, lists=named_lists, options=options)
-    rules: list[Rule] = []
     examples: list[tuple[Path_, str, Mapping[str, Any]]] = []
-    # Rules of the policies this one extends come first; a rule here with the same id
-    # replaces the inherited one. Inherited examples are checked when the base itself loads.
+    rules = _inherited_rules(bases, check, named_lists, options)
+    _own_rules(data, check, lines, env, rules, examples)
+    _python_policies(extra_policies, check, rules)
+
+    loaded = LoadedPolicy(
+        tuple(rules), settings, profiles,
+        state=parse_state(data.get("state"), check, folder),
+        audit=parse_audit(data.get("audit"), check, folder),
+        approvals=parse_approvals(data.get("approvals"), check, folder),
+        workspace={k: v for k, v in options.items() if k in ("root", "home")},
+        digest=digest, source=lines.file, lines=lines,
+    )
+    if check.problems:
+        if check_examples and examples:
+            # Examples run against the compiled policy, which a policy with errors never becomes.
+            check.problems.append(Problem(
+                f"{len(examples)} inline example(s) not checked because of the problems above",
+                lines.file, lines.line(examples[0][0]), None,
+                "fix those, then run 'callwarden lint' again to check the examples"))
+        raise PolicyError(check.problems)
+    if check_examples and examples:
+        verify_examples(loaded, examples, lines)
+    return loaded
+
+
+def _inherited_rules(bases: Sequence[Base], check: Checker, named_lists: Mapping[str, Any],
+                     options: Mapping[str, Any]) -> list[Rule]:
+    """The rules of the policies this one extends, deepest first. Their examples are checked
+    when the base itself loads."""
+    rules: list[Rule] = []
     for base in bases:
         base_env = CompileEnv(base_dir=base.folder, lists=named_lists, options=options)
         for i, raw in enumerate(base.data.get("rules") or []):
@@ -121,8 +148,14 @@ def compile_policy(
                 rules.extend(permission_rules(base.data[effect_name], effect_name, base.check,
                                               base.lines, len(rules)))
         check.problems.extend(base.check.problems)
-    inherited = {r.id: r for r in rules}
+    return rules
 
+
+def _own_rules(data: Mapping[str, Any], check: Checker, lines: Lines, env: CompileEnv,
+               rules: list[Rule], examples: list[tuple[Path_, str, Mapping[str, Any]]]) -> None:
+    """Appends this policy's ``rules:`` (a rule with an inherited id replaces it) and its
+    permission strings to ``rules``."""
+    inherited = {r.id: r for r in rules}
     raw_rules = data.get("rules", [])
     if raw_rules is None:
         raw_rules = []
@@ -147,12 +180,14 @@ def compile_policy(
         if rule.id in inherited:
             rules.remove(inherited.pop(rule.id))
         rules.append(rule)
-
     for effect_name in ("deny", "ask", "allow"):
         if effect_name in data:
             rules.extend(permission_rules(data[effect_name], effect_name, check, lines,
                                           len(rules)))
 
+
+def _python_policies(extra_policies: Sequence[Any], check: Checker, rules: list[Rule]) -> None:
+    """Appends the Python policies given to a ``Guard`` (objects or plain functions)."""
     for j, extra in enumerate(extra_policies):
         try:
             target = extra if hasattr(extra, "evaluate") or hasattr(extra, "aevaluate") \
@@ -164,23 +199,3 @@ def compile_policy(
             or type(target).__name__
         rules.append(Rule(str(name), policy=target, order=len(rules),
                           source=f"python:{name}"))
-
-    loaded = LoadedPolicy(
-        tuple(rules), settings, profiles,
-        state=parse_state(data.get("state"), check, folder),
-        audit=parse_audit(data.get("audit"), check, folder),
-        approvals=parse_approvals(data.get("approvals"), check, folder),
-        workspace={k: v for k, v in options.items() if k in ("root", "home")},
-        digest=digest, source=lines.file, lines=lines,
-    )
-    if check.problems:
-        if check_examples and examples:
-            # Examples run against the compiled policy, which a policy with errors never becomes.
-            check.problems.append(Problem(
-                f"{len(examples)} inline example(s) not checked because of the problems above",
-                lines.file, lines.line(examples[0][0]), None,
-                "fix those, then run 'callwarden lint' again to check the examples"))
-        raise PolicyError(check.problems)
-    if check_examples and examples:
-        verify_examples(loaded, examples, lines)
-    return loaded
