@@ -26,20 +26,19 @@ Parsing (:func:`parse_audit_config`) checks everything and opens nothing: it ret
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from callwarden._units import parse_duration
+from callwarden._units import parse_duration, parse_size
 from callwarden.analysis.detectors import UnknownDetector
 from callwarden.audit._redact import Redactor
 from callwarden.audit._sinks import CallableSink, JsonlSink, SQLiteSink, StdoutSink
 from callwarden.engine.user import load_object
 from callwarden.exceptions import ConfigError
 
-__all__ = ["AuditSettings", "SinkSpec", "build_sink", "parse_audit_config", "parse_size"]
+__all__ = ["AuditSettings", "SinkSpec", "build_sink", "parse_audit_config"]
 
 Key = tuple[str | int, ...]
 
@@ -55,9 +54,6 @@ _MAIN = {"jsonl": "path", "sqlite": "path", "callable": "target"}
 _TOP = ("sinks", "required", "deadline", "queue_size", "redact")
 _REDACT = ("keys", "default_keys", "patterns", "callback", "detectors", "max_string",
            "max_bytes")
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?\s*$", re.I)
-_UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2, "gb": 1000**3,
-          "gib": 1024**3}
 
 
 def _error(path: Key, message: str, hint: str | None = None) -> ConfigError:
@@ -67,23 +63,6 @@ def _error(path: Key, message: str, hint: str | None = None) -> ConfigError:
     return error
 
 
-def parse_size(value: Any) -> int:
-    """Bytes for ``10485760``, ``10MB``, ``512KiB`` ...
-
-    Raises:
-        ValueError: for anything else, zero and negatives included.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a size")
-    if isinstance(value, int):
-        size = value
-    elif isinstance(value, str) and (m := _SIZE.match(value)):
-        size = int(float(m.group(1)) * _UNITS[(m.group(2) or "b").lower()])
-    else:
-        raise ValueError(f"{value!r} is not a size (write e.g. 10485760, 10MB or 512KiB)")
-    if size <= 0:
-        raise ValueError(f"{value!r} must be larger than zero")
-    return size
 
 
 def _keys(raw: Mapping[str, Any], path: Key, allowed: tuple[str, ...], what: str) -> None:
