@@ -24,7 +24,7 @@ from callwarden.conditions.paths import PathMatcher
 
 ROOT = "/home/dev/project"
 HOME = "/home/dev"
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def canon(raw: str) -> Any:

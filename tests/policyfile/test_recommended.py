@@ -11,8 +11,8 @@ import pytest
 from callwarden import Effect, Guard, PolicyError
 from callwarden.cli import main
 
-DATA = Path(__file__).parent / "data"
-RECOMMENDED = Path(__file__).parent.parent / "src" / "callwarden" / "policyfile" / "recommended.yaml"
+DATA = Path(__file__).parents[1] / "data"
+RECOMMENDED = Path(__file__).parents[2] / "src" / "callwarden" / "policyfile" / "recommended.yaml"
 
 
 def recommended() -> Guard:

@@ -25,7 +25,7 @@ from callwarden.analysis.detectors import (
     select_detectors,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 # Fake credentials in each provider's real format (never issued).
 SECRET_POSITIVES = [

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from callwarden.analysis.shell import SimpleCommand, analyze_command
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 def corpus_rows(name: str) -> list[list[str]]:

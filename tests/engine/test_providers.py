@@ -12,7 +12,7 @@ import pytest
 
 from callwarden import Decision, Effect, FrozenDict, Guard, Verdict, policy
 
-PROVIDERS = Path(__file__).parent / "fixtures" / "providers"
+PROVIDERS = Path(__file__).parents[1] / "fixtures" / "providers"
 sys.path.insert(0, str(PROVIDERS))
 
 import house_rules  # noqa: E402, F401  (makes the module importable by name for the loader)

@@ -14,8 +14,8 @@ import pytest
 
 from callwarden import Effect, Guard, PolicyError
 
-POLICIES = Path(__file__).parent / "fixtures" / "policies"
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "providers"))
+POLICIES = Path(__file__).parents[1] / "fixtures" / "policies"
+sys.path.insert(0, str(Path(__file__).parents[1] / "fixtures" / "providers"))
 _EXPECT = re.compile(r"# expect: line=(\d+)(?: key=(\S+))? \| (.+)")
 
 
@@ -140,8 +140,8 @@ def test_yes_no_on_off_values_stay_strings() -> None:
 
 
 @pytest.mark.parametrize("path", sorted(
-    [*(Path(__file__).parents[1] / "src" / "callwarden").glob("*/*.yaml"),
-     *(Path(__file__).parents[1] / "bench" / "policies").glob("*.yaml")]),
+    [*(Path(__file__).parents[2] / "src" / "callwarden").glob("*/*.yaml"),
+     *(Path(__file__).parents[2] / "bench" / "policies").glob("*.yaml")]),
     ids=lambda p: p.name)
 def test_shipped_policies_load_and_their_examples_pass(path: Path) -> None:
     Guard.from_file(path)
