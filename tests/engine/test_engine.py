@@ -354,3 +354,14 @@ def test_a_per_rule_observe_policy_that_times_out_does_not_deny(tmp_path: Path) 
         assert d.effect is Effect.ALLOW
         assert d.would_effect is Effect.DENY
         assert [m.code for m in d.matched] == ["policy_timeout"]
+
+
+def test_an_engine_is_immutable_once_built() -> None:
+    """Settings, rules and the store are fixed at construction: a reload builds a new engine."""
+    from callwarden import Guard
+    from callwarden.state import MemoryStore
+
+    engine = Guard.from_dict({"version": 1, "rules": [{"id": "r", "effect": "deny"}]}).engine
+    for name, value in (("store", MemoryStore()), ("rules", ()), ("settings", None)):
+        with pytest.raises(AttributeError, match="immutable"):
+            setattr(engine, name, value)

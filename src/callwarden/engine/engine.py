@@ -74,10 +74,8 @@ class Engine:
     """
 
     __slots__ = ("_combiner", "_default_effect", "_default_reasons", "_default_would", "_index",
-                 "_plans", "_profile_cache",
-                 "_profile_globs",
-                 "_profiles", "_records_history", "clock", "rules", "settings",
-                 "store")
+                 "_plans", "_profile_cache", "_profile_globs", "_profiles", "_records_history",
+                 "_sealed", "clock", "rules", "settings", "store")
 
     def __init__(
         self,
@@ -114,6 +112,13 @@ class Engine:
         self._default_reasons = (Reason(
             f"default_{settings.default.value}",
             f"no rule decided; the policy default is {settings.default.value}", "default"),)
+        self._sealed = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_sealed", False):
+            raise AttributeError(f"an Engine is immutable once built (cannot set {name!r}); "
+                                 "build a new one from the LoadedPolicy")
+        object.__setattr__(self, name, value)
 
     # -- profiles ---------------------------------------------------------------------------
 
