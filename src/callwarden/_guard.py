@@ -201,8 +201,8 @@ class Guard:
 
     def _start(self, tool: Any, args: Any, call_id: str | None, agent: str | None,
                session: str | None, principal: str | None, framework: str | None,
-               context: Mapping[str, Any] | None,
-               extra: dict[str, Any]) -> Flow[Decision] | Decision:
+               context: Mapping[str, Any] | None, extra: dict[str, Any], *,
+               dry: bool = False) -> Flow[Decision] | Decision:
         """Snapshots the call and decides it when no driver is needed (bad input, a plan of
         built-in rules only); otherwise returns its decision flow for a driver to run."""
         started = _perf()
@@ -220,7 +220,7 @@ class Guard:
         decision = self._engine.decide_fast(call, started, decision_id)
         if decision is not None:
             return decision
-        return self._engine.flow(call, started, decision_id)
+        return self._engine.flow(call, started, decision_id, dry=dry)
 
     def check(self, tool: str, args: Any = None, *, call_id: str | None = None,
               agent: str | None = None, session: str | None = None,
@@ -268,6 +268,24 @@ class Guard:
             except AuditError as e:
                 return _audit_failed(decision, e)
         return decision
+
+    def query(self, tool: str, args: Any = None, **fields: Any) -> Decision:
+        """What the policy would decide for a call, changing nothing: limits are read but
+        not counted, the session history records nothing, and nothing is audited. Arguments
+        as for :meth:`check` (``callwarden check`` is this)."""
+        started = self._start(tool, args, *self._query_fields(fields), dry=True)
+        return started if type(started) is Decision else drive(started)  # type: ignore[arg-type]
+
+    async def aquery(self, tool: str, args: Any = None, **fields: Any) -> Decision:
+        """Async twin of :meth:`query`."""
+        started = self._start(tool, args, *self._query_fields(fields), dry=True)
+        return started if type(started) is Decision else await adrive(started)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _query_fields(fields: dict[str, Any]) -> tuple[Any, ...]:
+        named = [fields.pop(k, None) for k in ("call_id", "agent", "session", "principal",
+                                                "framework", "context")]
+        return (*named, fields)
 
     # -- running ----------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
-"""The ``callwarden`` command line: check, lint, test, demo, replay, explain, audit summary.
+"""The ``callwarden`` command line: check, decide, lint, test, init, demo, hook, approvals,
+replay, explain, audit summary.
 
-Exit codes (``check``): 0 allowed (allow or modify), 10 denied, 11 needs approval (ask),
+Exit codes (``check``, ``decide``): 0 allowed (allow or modify), 10 denied, 11 needs approval (ask),
 12 halted; every command: 2 for a usage error or an invalid policy, 1 for failed policy tests.
 """
 
@@ -39,16 +40,22 @@ def _parser() -> argparse.ArgumentParser:
                             "1 policy tests failed, 2 usage or policy error")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    check = sub.add_parser("check", help="decide one call and explain the decision")
-    check.add_argument("--policy", "-p", required=True, type=Path, help="policy file")
-    check.add_argument("--tool", "-t", required=True, help="tool name")
-    check.add_argument("--args", "-a", default="{}", help="tool arguments as a JSON object")
-    check.add_argument("--agent")
-    check.add_argument("--session")
-    check.add_argument("--principal")
-    check.add_argument("--framework")
-    check.add_argument("--context", default=None, help="call context as a JSON object")
-    check.add_argument("--json", action="store_true", help="print the decision as JSON")
+    check = sub.add_parser("check", help="what would the policy decide? (a what-if: counts no "
+                                         "limit, records nothing) and why")
+    decide = sub.add_parser("decide", help="decide one call for real: limits count, history "
+                                           "and the policy's audit log record it")
+    for command in (check, decide):
+        command.add_argument("--policy", "-p", required=True, type=Path, help="policy file")
+        command.add_argument("--tool", "-t", required=True, help="tool name")
+        command.add_argument("--args", "-a", default="{}",
+                             help="tool arguments as a JSON object")
+        command.add_argument("--agent")
+        command.add_argument("--session")
+        command.add_argument("--principal")
+        command.add_argument("--framework")
+        command.add_argument("--context", default=None, help="call context as a JSON object")
+        command.add_argument("--json", action="store_true", help="print the decision as JSON")
+    decide.add_argument("--call-id", default=None, help="the framework's id for the call")
 
     lint = sub.add_parser("lint", help="validate policy files and report every problem")
     lint.add_argument("files", nargs="+", type=Path)
@@ -88,8 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the exit code."""
     args = _parser().parse_args(argv)
     handler = getattr(args, "handler", None) or {
-        "check": _check, "lint": _lint, "test": _test, "demo": _demo, "approvals": _approvals,
-        "init": _init, "hook": _hook,
+        "check": _check, "decide": _decide, "lint": _lint, "test": _test, "demo": _demo,
+        "approvals": _approvals, "init": _init, "hook": _hook,
     }[args.command]
     out = _PipeSafe(sys.stdout)
     try:
@@ -157,16 +164,31 @@ def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
 
 
 def _check(args: argparse.Namespace, out: TextIO) -> int:
+    return _decide_and_print(args, out, real=False)
+
+
+def _decide(args: argparse.Namespace, out: TextIO) -> int:
+    return _decide_and_print(args, out, real=True)
+
+
+def _decide_and_print(args: argparse.Namespace, out: TextIO, *, real: bool) -> int:
     from callwarden._guard import Guard
+    from callwarden.hooks import decide_once
     from callwarden.review import explain_decision
 
     call_args = _json_object(args.args, "--args")
     context = _json_object(args.context, "--context") if args.context is not None else None
     if call_args is None or (args.context is not None and context is None):
         return EXIT_USAGE
-    guard = Guard.from_file(args.policy, audit=False)  # a what-if: not a call to record
-    decision = guard.check(args.tool, call_args, agent=args.agent, session=args.session,
-                           principal=args.principal, framework=args.framework, context=context)
+    fields = {"agent": args.agent, "session": args.session, "principal": args.principal,
+              "context": context}
+    if real:  # the path `callwarden hook` takes: counted, recorded, audited
+        decision = decide_once(args.policy, args.tool, call_args, framework=args.framework,
+                               call_id=args.call_id, **fields)
+    else:  # a what-if: no audit, no counting, no history
+        guard = Guard.from_file(args.policy, audit=False)
+        decision = guard.query(args.tool, call_args, framework=args.framework, **fields)
+        guard.close()
     if args.json:
         print(json.dumps(decision.to_dict(), indent=2), file=out)
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from callwarden._call import FrozenDict, ToolCall, freeze_call_args, new_id, snapshot
@@ -200,9 +200,15 @@ class Engine:
         self._validate(plan, call, subject, entries, None)
         return self._decide(call, call, profile, entries, started, decision_id)
 
-    def flow(self, call: ToolCall, started: float, decision_id: str) -> Flow[Decision]:
+    def flow(self, call: ToolCall, started: float, decision_id: str, *,
+             dry: bool = False) -> Flow[Decision]:
         """Decides ``call``; yields the steps (user policies, store operations) that the
-        driver must run, synchronously or asynchronously, under the deadline."""
+        driver must run, synchronously or asynchronously, under the deadline.
+
+        ``dry`` decides without changing any state: limits are read but nothing is counted
+        (attempt caps included) and the session history records nothing (what-if queries,
+        ``callwarden check``).
+        """
         settings = self.settings
         profile, plan = self._plan(call.tool)
         subject = Subject(call, profile)
@@ -211,9 +217,12 @@ class Engine:
         current = call
         store = self.store
         history_session = call.session if self._records_history else None
-        if history_session is not None and plan.history:
-            assert store is not None  # a policy that keeps history always has a store
-            history = yield StoreStep(store.history, store.ahistory, (history_session,),
+        reads_history = history_session is not None and plan.history
+        if dry:
+            history_session = None
+        if reads_history:
+            assert store is not None and call.session is not None  # history has a store
+            history = yield StoreStep(store.history, store.ahistory, (call.session,),
                                       {"deadline": deadline}, deadline)
             if isinstance(history, StoreFailure):
                 entries.append(self._store_error(history))
@@ -268,7 +277,9 @@ class Engine:
             if counters:
                 assert store is not None
                 now = self.clock()
-                commit = self._preliminary(entries).allows
+                commit = self._preliminary(entries).allows and not dry
+                if dry:  # read the counters, count nothing (not even an attempt)
+                    counters = [replace(c, always=False) if c.always else c for c in counters]
                 record = None
                 if history_session is not None:
                     record = self._history_entry(history_session, call, current, profile,

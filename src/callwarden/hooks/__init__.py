@@ -6,10 +6,11 @@ from callwarden.hooks._base import (
     Dialect,
     HookCall,
     HookReply,
+    decide_once,
     dialect,
     register_dialect,
     run_hook,
 )
 
-__all__ = ["DIALECTS", "HOOK_DIALECTS", "Dialect", "HookCall", "HookReply", "dialect",
+__all__ = ["DIALECTS", "HOOK_DIALECTS", "Dialect", "HookCall", "HookReply", "decide_once", "dialect",
            "register_dialect", "run_hook"]

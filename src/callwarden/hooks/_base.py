@@ -20,8 +20,8 @@ from callwarden._decision import Decision
 from callwarden._enforce import Enforcer
 from callwarden._guard import Guard
 
-__all__ = ["DIALECTS", "HOOK_DIALECTS", "Dialect", "HookCall", "HookReply", "dialect", "json_reply",
-           "register_dialect", "run_hook", "text_field", "tool_and_args"]
+__all__ = ["DIALECTS", "HOOK_DIALECTS", "Dialect", "HookCall", "HookReply", "decide_once", "dialect",
+           "json_reply", "register_dialect", "run_hook", "text_field", "tool_and_args"]
 
 # Hook payloads are small JSON objects; anything past this is refused, not parsed.
 MAX_INPUT = 8 * 1024 * 1024
@@ -164,15 +164,32 @@ def _decide(dialect: Dialect, policy: str | os.PathLike[str] | None, stdin: Text
             return dialect.fail(f"callwarden: {e}; blocked")
         if call is None:
             return HookReply()
-        guard = _guard(policy, call.cwd)
-        path = Enforcer(guard, framework=dialect.name)
-        decision = path.check(call.tool, call.args, call_id=call.call_id, agent=call.agent,
-                              session=call.session, context=call.context)
-        reply = dialect.render(decision, call)
-        guard.close()
-        return reply
+        decision = decide_once(policy, call.tool, call.args, framework=dialect.name,
+                               cwd=call.cwd, call_id=call.call_id, agent=call.agent,
+                               session=call.session, context=call.context)
+        return dialect.render(decision, call)
     except Exception as e:  # fail closed: the agent must never run a call we could not decide
         return dialect.fail(f"callwarden: {type(e).__name__}: {e}; blocked")
+
+
+def decide_once(policy: str | os.PathLike[str] | None, tool: str, args: Any, *,
+                framework: str | None, cwd: str | None = None, **fields: Any) -> Decision:
+    """Decides one call for real in a short-lived process (``callwarden hook``,
+    ``callwarden decide``): the policy's limits count, its history records, its audit log
+    gets the decision (flushed before this returns).
+
+    ``policy`` is a path (default: ``$CALLWARDEN_POLICY``); relative paths in the call
+    resolve against ``cwd``, the agent's working directory.
+
+    Raises:
+        ValueError: no policy was given.
+        PolicyError: the policy is broken.
+    """
+    guard = _guard(policy, cwd)
+    try:
+        return Enforcer(guard, framework=framework).check(tool, args, **fields)
+    finally:
+        guard.close()
 
 
 def _guard(policy: str | os.PathLike[str] | None, cwd: str | None) -> Any:
