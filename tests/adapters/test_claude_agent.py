@@ -372,3 +372,38 @@ def test_the_readme_example_runs(tmp_path, monkeypatch) -> None:
     block = re.search(r"```python\n(.*?)```", README.read_text(), re.S).group(1)
     monkeypatch.chdir(tmp_path)
     exec(compile(block, str(README), "exec"), {"__name__": "__readme__"})
+
+
+async def test_a_retry_of_an_approved_call_runs_once_then_asks_again() -> None:
+    """The refusal says to run `callwarden approvals approve ID`; the model's retry of the same
+    call (a new tool_use_id) then runs once, and the one after that asks again."""
+    guard = ClaudeAgentGuard(POLICY)
+    command = {"command": "./deploy.sh prod"}
+
+    async def attempt(n: int) -> Any:
+        call_id = f"toolu_retry_{n}"
+        await guard.pre_tool_use(pre_tool_use("Bash", command, tool_use_id=call_id), call_id,
+                                 None)
+        return await guard.can_use_tool("Bash", command,
+                                        ToolPermissionContext(tool_use_id=call_id))
+
+    first = await attempt(1)
+    assert isinstance(first, PermissionResultDeny)
+    request_id = re.search(r"Approval request (\w+) is pending", first.message).group(1)
+    guard.enforcer.guard.approvals.approve(request_id, by="alice")
+    assert isinstance(await attempt(2), PermissionResultAllow)
+    third = await attempt(3)
+    assert isinstance(third, PermissionResultDeny) and request_id not in third.message
+
+
+async def test_a_retry_of_a_denied_call_gets_the_persons_reason() -> None:
+    guard = ClaudeAgentGuard(POLICY)
+    command = {"command": "./deploy.sh prod"}
+    ctx = ToolPermissionContext(tool_use_id="toolu_a")
+    first = await guard.can_use_tool("Bash", command, ctx)
+    request_id = re.search(r"Approval request (\w+) is pending", first.message).group(1)
+    guard.enforcer.guard.approvals.deny(request_id, by="alice", reason="not this week")
+    again = await guard.can_use_tool("Bash", command, ToolPermissionContext(tool_use_id="toolu_b"))
+    assert isinstance(again, PermissionResultDeny)
+    assert "alice" in again.message and "not this week" in again.message
+

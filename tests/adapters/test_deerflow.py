@@ -12,6 +12,7 @@ scripted model, so the tool bodies, the ToolMessages and the model's next reques
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import inspect
 import re
@@ -486,3 +487,32 @@ def test_readme_example_runs(tmp_path, monkeypatch) -> None:
     assert len(blocks) == 1
     monkeypatch.chdir(tmp_path)
     exec(compile(blocks[0], str(README), "exec"), {"__name__": "readme"})
+
+
+def test_a_retry_of_an_approved_call_is_allowed_once_then_asks_again() -> None:
+    """The refusal names the request to approve; the model's retry of the same call (a new
+    tool call id) is then allowed once, and the one after that asks again."""
+    provider = Provider(POLICY)
+
+    def attempt(n: int) -> Any:
+        return provider.evaluate(GuardrailRequest("deploy", {"env": "prod"}, thread_id="t-9",
+                                                  user_id="u", tool_call_id=f"call-{n}"))
+
+    first = attempt(1)
+    assert first.allow is False
+    request_id = first.metadata["approval_request_id"]
+    provider.enforcer.guard.approvals.approve(request_id, by="alice")
+    assert attempt(2).allow is True
+    third = attempt(3)
+    assert third.allow is False and third.metadata["approval_request_id"] != request_id
+
+
+def test_a_retry_of_a_denied_call_gets_the_persons_reason() -> None:
+    provider = Provider(POLICY)
+    request = GuardrailRequest("deploy", {"env": "prod"}, thread_id="t-8", user_id="u",
+                               tool_call_id="call-1")
+    request_id = provider.evaluate(request).metadata["approval_request_id"]
+    provider.enforcer.guard.approvals.deny(request_id, by="alice", reason="freeze week")
+    again = provider.evaluate(dataclasses.replace(request, tool_call_id="call-2"))
+    assert again.allow is False and "freeze week" in again.reasons[0].message
+

@@ -181,6 +181,22 @@ def test_rejecting_tells_the_model_the_reason() -> None:
     assert "alice" in refusal.content and "release freeze" in refusal.content
 
 
+def test_a_persons_deny_stands_when_the_app_resumes_with_approval() -> None:
+    """Denied with `callwarden approvals deny` while paused, the call stays denied when the
+    app resumes with Command(resume=True): no new request is approved in the reviewer's name."""
+    agent = Agent(WITH_ASK, final())
+    state = agent.invoke()
+    request_id = state["__interrupt__"][0].value["request_id"]
+    approvals = agent.middleware.enforcer.guard.approvals
+    approvals.deny(request_id, by="alice", reason="release freeze")
+    agent.invoke(Command(resume=True))
+    assert "deploy" not in agent.tools.names()
+    refusal = agent.model.tool_results()["call_deploy"]
+    assert refusal.status == "error"
+    assert "alice" in refusal.content and "release freeze" in refusal.content
+    assert [(r.id, r.status.value) for r in approvals.list()] == [(request_id, "denied")]
+
+
 def test_an_approved_edit_runs_the_edited_call() -> None:
     agent = Agent(WITH_ASK, final())
     agent.invoke()

@@ -187,6 +187,24 @@ async def test_the_sdk_approval_is_recorded_on_callwardens_request(recorder, gat
     assert (request.status, request.resolved_by) == (Status.CONSUMED, "alice")
 
 
+async def test_a_persons_deny_stands_when_the_app_approves_in_the_sdk(recorder, gate) -> None:
+    """Denied with `callwarden approvals deny` while paused, the call stays denied when the
+    app then calls state.approve(item): the person's resolution stands."""
+    model = scripted(calls(("deploy", {"env": "qa"})))
+    agent = gate.agent(make_agent(recorder.tools(), model))
+    paused = await run(agent, "go")
+    approvals = gate.enforcer.guard.approvals
+    [request] = approvals.list(status="pending")
+    approvals.deny(request.id, by="bob", reason="not during the freeze")
+    state = paused.to_state()
+    state.approve(paused.interruptions[0])
+    await run(agent, state)
+    assert recorder.runs == []
+    told = outputs(model)["call-0"]
+    assert "bob" in told and "not during the freeze" in told
+    assert [(r.id, r.status) for r in approvals.list()] == [(request.id, Status.DENIED)]
+
+
 async def test_reject_sends_the_model_callwardens_message_with_the_reason(recorder,
                                                                           gate) -> None:
     model = scripted(calls(("deploy", {"env": "prod"})))
