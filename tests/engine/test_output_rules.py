@@ -142,3 +142,25 @@ def test_argument_cap_is_per_argument_total() -> None:
     assert args["path"] == "a.txt"
     assert args["lines"] == ("a" * 8, "bb… [6 more characters cut by policy]",
                              "… 1 more item cut by policy")
+
+
+TEXT_RULE = {"version": 1, "rules": [
+    {"id": "no-confidential", "on": "output", "args": {"output": "*CONFIDENTIAL*"},
+     "effect": "deny", "message": "That output is confidential."}]}
+
+
+@pytest.mark.parametrize("result", [
+    "memo: CONFIDENTIAL",
+    {"content": [{"type": "text", "text": "memo: CONFIDENTIAL"}], "structuredContent": {}},
+    {"structuredContent": {"memo": {"body": ["CONFIDENTIAL"]}}},
+    ["intro", b"CONFIDENTIAL bytes"],
+], ids=["text", "mcp-text-block", "nested-structured", "list-with-bytes"])
+def test_a_text_rule_sees_every_representation_of_a_result(result: object) -> None:
+    guard = Guard.from_dict(TEXT_RULE)
+    assert guard.run("t", {}, lambda: result) == "That output is confidential."
+
+
+def test_a_structured_result_without_the_text_passes_untouched() -> None:
+    result = {"content": [{"type": "text", "text": "memo: public"}]}
+    assert Guard.from_dict(TEXT_RULE).run("t", {}, lambda: result) == result
+

@@ -27,6 +27,7 @@ from callwarden.engine.limits import describe_exceeded
 from callwarden.engine.output import OutputCheck, check_output
 from callwarden.engine.rules import NameSet, Rule
 from callwarden.engine.steps import PolicyStep, StoreFailure, StoreStep
+from callwarden.engine.workers import Stuck
 from callwarden.exceptions import InvalidCall, InvalidResult
 from callwarden.state._base import Counter, HistoryEntry, LimitStore
 
@@ -518,6 +519,9 @@ class Engine:
         if error is None:
             code = "policy_timeout"
             text = f"rule '{rule.id}' did not answer within the deadline"
+        elif isinstance(error, Stuck):
+            code = "policy_timeout"
+            text = f"rule '{rule.id}' was not run: {error}"
         elif isinstance(error, InvalidResult):
             code = "policy_invalid_result"
             text = f"rule '{rule.id}' {error}"

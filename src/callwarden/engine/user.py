@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from callwarden._decision import Decision, Effect, Phase, Verdict
+from callwarden.engine.workers import Stuck, Workers
 from callwarden.exceptions import InvalidResult
 
 if TYPE_CHECKING:
@@ -32,10 +33,8 @@ __all__ = ["FunctionPolicy", "as_verdict", "instantiate", "load_object", "policy
 
 _perf = time.perf_counter
 
-# Worker threads for user policies. A policy that hangs keeps its thread; the decision does
-# not wait for it past the deadline.
-_EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=32,
-                                                  thread_name_prefix="callwarden-policy")
+#: The threads user policies run on (see :mod:`callwarden.engine.workers`).
+WORKERS = Workers()
 
 
 class FunctionPolicy:
@@ -236,38 +235,66 @@ async def _await(awaitable: Any) -> Any:
 
 
 def run_policy_sync(engine: Engine, rule: Rule, subject: Subject, deadline: float) -> Verdict | None:
-    """Runs a user policy on a worker thread, waiting at most until ``deadline``."""
+    """Runs a user policy on a worker thread, waiting at most until ``deadline``.
+
+    Whatever the policy does — raise any exception (``SystemExit`` included), return garbage,
+    hang — the result is its verdict or the rule's error verdict by the deadline.
+    """
     remaining = deadline - _perf()
     if remaining <= 0:
         return engine.error_verdict(rule, None)
-    future = _EXECUTOR.submit(_evaluate_sync, rule, subject)
     try:
-        return future.result(timeout=remaining)
-    except concurrent.futures.TimeoutError:
-        future.cancel()
-        return engine.error_verdict(rule, None)
-    except Exception as e:
+        future = WORKERS.submit(rule, _evaluate_sync, rule, subject)
+    except Stuck as e:
         return engine.error_verdict(rule, e)
+    try:
+        return future.result(timeout=remaining)  # type: ignore[no-any-return]
+    except concurrent.futures.TimeoutError:
+        WORKERS.overran(rule, future)
+        return engine.error_verdict(rule, None)
+    except BaseException as e:
+        if future.done() and future.exception() is e:  # the policy's own, even SystemExit
+            return engine.error_verdict(rule, e)
+        raise  # the caller's own interruption (Ctrl-C while waiting)
 
 
 async def run_policy_async(engine: Engine, rule: Rule, subject: Subject,
                            deadline: float) -> Verdict | None:
-    """Awaits a user policy (``aevaluate``, or ``evaluate`` on a worker thread) with a deadline."""
+    """Awaits a user policy (``aevaluate``, or ``evaluate`` on a worker thread) with a deadline.
+
+    An ``async def`` policy runs on the caller's event loop: if it blocks the loop (a
+    ``time.sleep``, a synchronous socket) nothing can preempt it, and the decision answers
+    only when it yields. Write such code as a synchronous policy (it then runs on a worker
+    thread under the deadline) or hand the blocking part to ``asyncio.to_thread``.
+    """
     remaining = deadline - _perf()
     if remaining <= 0:
         return engine.error_verdict(rule, None)
     target = rule.policy
+    future: concurrent.futures.Future[Any] | None = None
     try:
         # A sync @policy function would block the event loop past the deadline if awaited
         # through aevaluate: it runs on a worker thread like any sync provider.
-        if hasattr(target, "aevaluate") and not (
-                isinstance(target, FunctionPolicy) and not target.is_async):
-            result = await asyncio.wait_for(target.aevaluate(subject.call, subject), remaining)
-            return as_verdict(result)
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(_EXECUTOR, _evaluate_sync, rule, subject)
-        return await asyncio.wait_for(future, remaining)
+        # asyncio.timeout runs the policy in this task (wait_for would wrap it in another,
+        # whose SystemExit the event loop re-raises past every handler).
+        async with asyncio.timeout(remaining):
+            if hasattr(target, "aevaluate") and not (
+                    isinstance(target, FunctionPolicy) and not target.is_async):
+                return as_verdict(await target.aevaluate(subject.call, subject))
+            future = WORKERS.submit(rule, _evaluate_sync, rule, subject)
+            return await asyncio.wrap_future(future)
     except TimeoutError:
+        if future is not None:
+            WORKERS.overran(rule, future)
         return engine.error_verdict(rule, None)
-    except Exception as e:
+    except Stuck as e:
+        return engine.error_verdict(rule, e)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the caller is being cancelled: that is not the policy's doing
+        return engine.error_verdict(rule, InvalidResult("was cancelled"))
+    except BaseException as e:  # the policy's own, SystemExit and custom ones included
+        if isinstance(e, KeyboardInterrupt) and future is None:
+            raise
         return engine.error_verdict(rule, e)
