@@ -365,6 +365,27 @@ async def test_an_output_halt_stops_the_run() -> None:
     assert reply["hookSpecificOutput"]["updatedToolOutput"]["stdout"] != "a"
 
 
+CONFIDENTIAL = {"version": 1, "rules": [
+    {"id": "no-confidential", "on": "output", "args": {"output": "*CONFIDENTIAL*"},
+     "effect": "deny", "message": "That output is confidential."}]}
+MCP_RESULT = {"content": [{"type": "text", "text": "memo: CONFIDENTIAL plans"}],
+              "structuredContent": {"memo": "CONFIDENTIAL plans"}}
+
+
+@pytest.mark.parametrize("response", [
+    MCP_RESULT,
+    [{"type": "text", "text": "memo: CONFIDENTIAL plans"}],
+    {"stdout": "CONFIDENTIAL plans", "stderr": "", "interrupted": False},
+], ids=["mcp-structured", "content-blocks", "bash"])
+async def test_a_text_output_rule_blocks_structured_results_too(response: Any) -> None:
+    """An MCP tool's structured result is screened as text too: once it passed untouched."""
+    reply = await ClaudeAgentGuard(CONFIDENTIAL).post_tool_use(
+        {**pre_tool_use("mcp__docs__read", {"id": "7"}), "hook_event_name": "PostToolUse",
+         "tool_response": response}, "toolu_01", {})
+    shown = reply["hookSpecificOutput"]["updatedToolOutput"]
+    assert "CONFIDENTIAL" not in str(shown) and "That output is confidential." in str(shown)
+
+
 # -- README ------------------------------------------------------------------------------------
 
 
