@@ -173,47 +173,67 @@ def test_protect_leaves_self_and_cls_out_of_the_policy_args() -> None:
     assert seen == [["n"], ["n"]]
 
 
-def test_protect_passes_the_callers_own_objects_when_allowed() -> None:
+def test_protect_passes_what_was_decided_not_the_callers_live_objects() -> None:
     g = Guard.from_dict({"version": 1})
+    received = []
 
     @g.protect
     def send(client: _Client, msg: str) -> None:
         client.sent.append(msg)
+        received.append(client)
 
     client = _Client()
     send(client, "hi")
-    assert client.sent == ["hi"]
+    assert client.sent == [] and received[0] is not client and received[0].sent == ["hi"]
 
 
-def test_protect_passes_rewritten_values_and_untouched_callers_objects() -> None:
+def test_protect_passes_rewritten_values() -> None:
     g = Guard.from_dict({"version": 1, "rules": [
         {"id": "cap", "match": {"tool": "send"}, "effect": "modify", "cap": {"limit": 10}}]})
 
     @g.protect
-    def send(client: _Client, msg: str, limit: int) -> int:
-        client.sent.append(msg)
+    def send(msg: str, limit: int) -> int:
         return limit
 
-    client = _Client()
-    assert send(client, "hi", 99) == 10
-    assert client.sent == ["hi"]
+    assert send("hi", 99) == 10
 
 
-def test_protect_records_a_copy_the_function_cannot_change() -> None:
-    calls = []
+def test_protect_hands_the_function_the_object_the_policy_inspected() -> None:
+    inspected = []
 
     @policy(isolated=False)
     def spy(call):
-        calls.append(call)
+        inspected.append(call.args["client"].unwrap())
 
     g = Guard(policies=[spy])
+    received = []
 
     @g.protect
     def send(client: _Client, msg: str) -> None:
-        client.sent.append(msg)
+        received.append(client)
 
     send(_Client(), "hi")
-    assert calls[0].args["client"].unwrap().sent == []
+    assert received[0] is inspected[0]
+
+
+def test_protect_runs_the_approved_list_not_one_edited_while_pending() -> None:
+    """A person approved to=['alice']; the caller then appended 'mallory' to its own list
+    while the approval was pending: the function must get what was approved."""
+    g = Guard.from_dict({"version": 1, "rules": [
+        {"id": "mail-asks", "match": {"tool": "send_mail"}, "effect": "ask"}]})
+    recipients = ["alice"]
+    sent = []
+
+    def approver(request):
+        recipients.append("mallory")  # the caller's list changes while the person looks
+        return True
+
+    @g.protect(approver=approver)
+    def send_mail(to: list[str]) -> None:
+        sent.append(list(to))
+
+    send_mail(recipients)
+    assert sent == [["alice"]]
 
 
 def test_protect_handles_var_positional_arguments() -> None:

@@ -269,30 +269,58 @@ def test_tool_cannot_change_the_recorded_bytes_of_a_bytearray_arg() -> None:
     assert recorded[0].args["data"] == b"safe"
 
 
-def test_policy_cannot_change_a_custom_object_the_decision_recorded() -> None:
+def test_a_policy_cannot_replace_a_custom_object_the_decision_recorded() -> None:
     @policy(isolated=False)
     def vandal(call):
-        box = call.args["box"]
         with pytest.raises(AttributeError):
-            box.items = ["evil"]
-        box.unwrap().items.append("evil")  # a private copy
+            call.args["box"].items = ["evil"]
 
-    d = Guard(policies=[vandal]).check("t", {"box": _Box()})
-    assert d.call.args["box"].unwrap().items == []
+    Guard(policies=[vandal]).check("t", {"box": _Box()})
 
 
-def test_tool_cannot_change_a_custom_object_the_decision_recorded() -> None:
-    recorded = []
+def test_the_tool_gets_the_object_the_policy_inspected_not_the_callers() -> None:
+    inspected = []
 
     @policy(isolated=False)
     def spy(call):
-        recorded.append(call)
+        inspected.append(call.args["box"].unwrap())
+
+    received = []
 
     def tool(box):
-        box.items.append("evil")
+        received.append(box)
+        box.items.append("written by the tool")
 
-    Guard(policies=[spy]).run("t", {"box": _Box()}, tool)
-    assert recorded[0].args["box"].unwrap().items == []
+    mine = _Box()
+    Guard(policies=[spy]).run("t", {"box": mine}, tool)
+    assert received[0] is inspected[0] and mine.items == []
+
+
+class _Shifty:
+    """Copies itself as a different command each time it is copied: once a policy's
+    unwrap() saw `ls` while the tool received `rm -rf /`."""
+
+    copies = 0
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __deepcopy__(self, memo: dict) -> _Shifty:
+        _Shifty.copies += 1
+        return _Shifty("ls" if _Shifty.copies % 2 else "rm -rf /")
+
+
+def test_a_lying_deep_copy_cannot_show_the_policy_another_value() -> None:
+    seen = []
+
+    @policy(isolated=False)
+    def reads_command(call):
+        seen.append(call.args["job"].unwrap().command)
+
+    ran = []
+    Guard(policies=[reads_command]).run("t", {"job": _Shifty("x")},
+                                         lambda job: ran.append(job.command))
+    assert ran == seen
 
 
 def test_custom_objects_are_recorded_by_their_repr_at_snapshot_time() -> None:

@@ -12,9 +12,11 @@ import json
 import math
 import os
 import pathlib
+import threading
 import time
 import uuid
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from callwarden.exceptions import InvalidCall
@@ -35,7 +37,7 @@ _IMMUTABLE_TYPES = frozenset({
     datetime.timezone, decimal.Decimal, fractions.Fraction, uuid.UUID, pathlib.PurePosixPath,
     pathlib.PureWindowsPath, pathlib.PosixPath, pathlib.WindowsPath,
 })
-_KEPT = (*_SCALARS, enum.Enum)
+_PLAIN_BASES = (str, int, float, bytes)
 _PREFIX = os.urandom(4).hex()
 _COUNTER = itertools.count(1)
 
@@ -77,38 +79,37 @@ class FrozenDict(dict[str, Any]):
 class Opaque:
     """An argument value callwarden cannot freeze (any object other than plain data).
 
-    The snapshot holds a private deep copy, so neither the caller, a policy nor the tool can
-    change what the decision recorded: policies that need to look inside call ``unwrap()``,
-    which returns a fresh copy each time, and ``thaw`` (hence ``run``) hands the tool a fresh
-    copy too. An object that cannot be deep-copied (a lock, a socket) is kept by reference.
-    Its ``repr`` is the object's, taken when the call was snapshotted.
+    The snapshot holds one private deep copy, made when the call was snapshotted, so the
+    caller cannot change what the decision is about. ``unwrap()`` returns that copy, and the
+    tool (``run``, ``@protect``) receives that same object: a policy inspects exactly what the
+    tool will get, even from an object whose ``__deepcopy__`` answers differently each time.
+    Treat what ``unwrap()`` returns as read-only. An object that cannot be deep-copied (a lock,
+    a socket) is kept by reference. Its ``repr`` is the object's, taken at snapshot time.
+
+    Copying and ``repr`` run the object's own code: they run on a helper thread, bounded by
+    the decision's deadline; one that hangs or raises makes the call an invalid one (a deny).
     """
 
     __slots__ = ("_repr", "_value", "type_name")
 
-    def __init__(self, value: Any) -> None:
-        try:
-            self._value = copy.deepcopy(value)
-        except Exception:
-            self._value = value
-        try:
-            self._repr = repr(value)[:1000]
-        except Exception:
-            self._repr = f"<unrepresentable {type(value).__name__}>"
+    _repr: str
+    _value: Any
+    type_name: str
+
+    def __init__(self, value: Any, *, deadline: float | None = None) -> None:
+        kind = type(value)
+        copied, text = _bounded(_copy_and_repr, value, deadline, kind)
+        object.__setattr__(self, "_value", copied)
+        object.__setattr__(self, "_repr", text)
         #: The qualified name of the object's type.
-        self.type_name = f"{type(value).__module__}.{type(value).__qualname__}"
+        object.__setattr__(self, "type_name", f"{kind.__module__}.{kind.__qualname__}")
 
     def unwrap(self) -> Any:
-        """Returns a fresh deep copy of the object (the object itself if it cannot be copied)."""
-        try:
-            return copy.deepcopy(self._value)
-        except Exception:
-            return self._value
+        """Returns the private copy: the object the tool receives (do not change it)."""
+        return self._value
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if hasattr(self, "type_name"):
-            raise AttributeError("Opaque values are read-only; unwrap() returns a copy")
-        object.__setattr__(self, name, value)
+        raise AttributeError("Opaque values are read-only")
 
     def __copy__(self) -> Opaque:
         return self
@@ -120,22 +121,73 @@ class Opaque:
         return self._repr
 
 
-def freeze(value: Any, *, max_depth: int = MAX_ARG_DEPTH) -> Any:
+def _copy_and_repr(value: Any, kind: type) -> tuple[Any, str]:
+    try:
+        copied = copy.deepcopy(value)
+    except Exception:  # a lock, a socket: kept as it is
+        copied = value
+    try:
+        text = repr(value)
+        text = str.__str__(text)[:1000] if isinstance(text, str) else f"<{kind.__name__}>"
+    except Exception:
+        text = f"<unrepresentable {kind.__name__}>"
+    return copied, text
+
+
+_DEFAULT_SNAPSHOT_SECONDS = 1.0
+
+
+def _bounded(fn: Any, value: Any, deadline: float | None, kind: type) -> Any:
+    """Runs an object's own code (copy, repr) on a daemon thread, waiting until ``deadline``.
+
+    Raises:
+        InvalidCall: it did not finish in time, or raised (``SystemExit`` included).
+    """
+    box: list[tuple[bool, Any]] = []
+
+    def work() -> None:
+        try:
+            box.append((True, fn(value, kind)))
+        except BaseException as e:  # the object's own SystemExit must not end anything
+            box.append((False, e))
+
+    remaining = (deadline - time.perf_counter()) if deadline is not None \
+        else _DEFAULT_SNAPSHOT_SECONDS
+    thread = threading.Thread(target=work, name="callwarden-snapshot", daemon=True)
+    thread.start()
+    thread.join(max(remaining, 0.001))
+    if not box:
+        raise InvalidCall(f"an argument of type {kind.__name__} did not copy within the "
+                          "deadline", code="args_uncopyable")
+    ok, result = box[0]
+    if not ok:
+        raise InvalidCall(f"an argument of type {kind.__name__} could not be copied "
+                          f"({type(result).__name__})", code="args_uncopyable")
+    return result
+
+
+def freeze(value: Any, *, max_depth: int = MAX_ARG_DEPTH, deadline: float | None = None) -> Any:
     """Deep-copies ``value`` into read-only containers (FrozenDict, tuple).
 
     Plain data (str, int, float, bool, None, bytes) and immutable values (dates, Decimal, UUID,
-    paths, enums...) are kept; a ``bytearray`` or ``memoryview`` becomes ``bytes``; mappings
-    (a FrozenDict too: its contents are frozen again) become FrozenDicts with string keys;
-    lists, tuples and sets become tuples; any other object becomes an ``Opaque`` holding a
-    private deep copy.
+    paths, enums...) are kept; a subclass of str, int, float or bytes (a ``StrEnum`` or
+    ``IntEnum`` member included) becomes its plain value — what the policy checks is what the
+    tool gets, whatever the subclass's ``__str__`` says; a ``bytearray`` or ``memoryview``
+    becomes ``bytes``; dicts (a FrozenDict too: its contents are frozen again) become
+    FrozenDicts with string keys; lists, tuples and sets become tuples; any other object
+    becomes an ``Opaque`` holding a private deep copy. Containers are read through their base
+    type, so a subclass's ``items()`` or ``__iter__`` cannot lie or hang.
 
     Raises:
-        InvalidCall: on a reference cycle or nesting deeper than ``max_depth``.
+        InvalidCall: on a reference cycle, nesting deeper than ``max_depth``, a mapping key
+            that is not a string or number, or an object that cannot be copied by
+            ``deadline`` (a ``time.perf_counter`` value; one second from now by default).
     """
-    return _freeze(value, 0, max_depth, set())
+    return _freeze(value, 0, max_depth, set(), deadline)
 
 
-def freeze_args(args: Any, max_depth: int = MAX_ARG_DEPTH) -> FrozenDict:
+def freeze_args(args: Any, max_depth: int = MAX_ARG_DEPTH,
+                deadline: float | None = None) -> FrozenDict:
     """Freezes a call's arguments; a flat dict of plain values takes a fast path."""
     if type(args) is dict:
         for key, value in args.items():
@@ -143,16 +195,44 @@ def freeze_args(args: Any, max_depth: int = MAX_ARG_DEPTH) -> FrozenDict:
                 break
         else:
             return FrozenDict(args)
-    frozen = _freeze(args, 0, max_depth, set())
-    assert type(frozen) is FrozenDict
+    frozen = _freeze(args, 0, max_depth, set(), deadline)
+    if type(frozen) is not FrozenDict:
+        raise InvalidCall("arguments must be a JSON object (a mapping)", code="args_not_object")
     return frozen
 
 
-def _freeze(value: Any, depth: int, max_depth: int, path: set[int]) -> Any:
+def _plain(value: Any, kind: type) -> Any:
+    """The plain value of a str, int, float or bytes subclass, read without its own code."""
+    if issubclass(kind, str):
+        return str.__str__(value)
+    if issubclass(kind, int):
+        return int.__int__(value)
+    if issubclass(kind, float):
+        return float.__float__(value)
+    return b"".join((value,))  # bytes
+
+
+def _key(key: Any) -> str:
+    kind = type(key)
+    if kind is str:
+        return key  # type: ignore[no-any-return]
+    if issubclass(kind, str):
+        return str.__str__(key)
+    if kind in (int, float, bool) or key is None or issubclass(kind, int):
+        return str(_plain(key, kind) if kind not in (bool, type(None)) else key)
+    raise InvalidCall(f"argument names must be strings, not {kind.__name__}",
+                      code="args_bad_key")
+
+
+def _freeze(value: Any, depth: int, max_depth: int, path: set[int],
+            deadline: float | None) -> Any:
     kind = type(value)
-    if kind in _SCALAR_TYPES or kind in _IMMUTABLE_TYPES or kind is Opaque or isinstance(
-            value, _KEPT):
+    if kind in _SCALAR_TYPES or kind in _IMMUTABLE_TYPES or kind is Opaque:
         return value
+    if issubclass(kind, _PLAIN_BASES):
+        return _plain(value, kind)
+    if issubclass(kind, enum.Enum):
+        return value  # a plain Enum member: a fixed singleton
     if kind is bytearray or kind is memoryview:
         return bytes(value)
     if depth >= max_depth:
@@ -164,41 +244,75 @@ def _freeze(value: Any, depth: int, max_depth: int, path: set[int]) -> Any:
         raise InvalidCall("arguments contain a reference cycle", code="args_cycle")
     path.add(ident)
     try:
-        if type(value) is dict or isinstance(value, Mapping):
-            return FrozenDict(
-                (k if isinstance(k, str) else str(k), _freeze(v, depth + 1, max_depth, path))
-                for k, v in value.items()
-            )
-        if isinstance(value, list | tuple | set | frozenset):
-            return tuple(_freeze(v, depth + 1, max_depth, path) for v in value)
-        return Opaque(value)
+        if issubclass(kind, dict) or kind is MappingProxyType:
+            items = dict.items(value) if kind is not MappingProxyType else value.items()
+            return FrozenDict((_key(k), _freeze(v, depth + 1, max_depth, path, deadline))
+                              for k, v in items)
+        if issubclass(kind, list | tuple):
+            base = list if issubclass(kind, list) else tuple
+            return tuple(_freeze(v, depth + 1, max_depth, path, deadline)
+                         for v in base.__iter__(value))
+        if issubclass(kind, set | frozenset):
+            members = set.__iter__(value) if issubclass(kind, set) \
+                else frozenset.__iter__(value)
+            return tuple(_freeze(v, depth + 1, max_depth, path, deadline) for v in members)
+        return Opaque(value, deadline=deadline)
     finally:
         path.discard(ident)
 
 
 def json_safe(value: Any, *, max_depth: int = 100) -> Any:
-    """Returns ``value`` as plain JSON data; what JSON cannot hold becomes its ``repr``."""
+    """Returns ``value`` as plain JSON data that any JSON encoder accepts.
+
+    What JSON cannot hold becomes text: an ``Opaque`` its ``repr`` taken at snapshot time, an
+    int too long for JSON ``<int of N bits>``, any other object its ``repr``. Containers and
+    subclasses of str, int and float are read through their base types. A call's snapshot
+    holds nothing else, so rendering a decision runs no argument object's own code.
+    """
     return _safe(value, 0, max_depth)
 
 
 def _safe(value: Any, depth: int, max_depth: int) -> Any:
-    if value is None or isinstance(value, bool | int | str):
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
         return value
-    if isinstance(value, float):
+    if kind is int:
+        # JSON encoders refuse an int of more than 4,300 digits: say what it was instead.
+        return value if value.bit_length() <= _MAX_INT_BITS else \
+            f"<int of {value.bit_length()} bits>"
+    if kind is float:
         return value if math.isfinite(value) else repr(value)
+    if issubclass(kind, _PLAIN_BASES) and not issubclass(kind, bytes):
+        return _safe(_plain(value, kind), depth, max_depth)
     if depth >= max_depth:
         return "<too deep>"
-    if isinstance(value, Mapping):
-        return {str(k): _safe(v, depth + 1, max_depth) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_safe(v, depth + 1, max_depth) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "backslashreplace")
+    if issubclass(kind, dict):
+        return {_safe_key(k): _safe(v, depth + 1, max_depth) for k, v in dict.items(value)}
+    if issubclass(kind, list | tuple):
+        base = list if issubclass(kind, list) else tuple
+        return [_safe(v, depth + 1, max_depth) for v in base.__iter__(value)]
+    if issubclass(kind, set | frozenset):
+        members = set.__iter__(value) if issubclass(kind, set) else frozenset.__iter__(value)
+        return [_safe(v, depth + 1, max_depth) for v in members]
+    if issubclass(kind, bytes):
+        return _plain(value, kind).decode("utf-8", "backslashreplace")
+    if kind is Opaque:
+        return value._repr
     try:
         text = repr(value)
+        return str.__str__(text)[:1000] if isinstance(text, str) else f"<{kind.__name__}>"
     except Exception:
-        text = f"<unrepresentable {type(value).__name__}>"
-    return text[:1000]
+        return f"<unrepresentable {kind.__name__}>"
+
+
+_MAX_INT_BITS = 14_000
+
+
+def _safe_key(key: Any) -> str:
+    try:
+        return _key(key)
+    except InvalidCall:
+        return f"<{type(key).__name__}>"
 
 
 def freeze_call_args(args: Any) -> FrozenDict:
@@ -214,10 +328,10 @@ def freeze_call_args(args: Any) -> FrozenDict:
 
 
 def thaw(value: Any) -> Any:
-    """Returns a fresh, mutable deep copy of frozen arguments, for handing to a tool.
+    """Returns a fresh, mutable copy of frozen arguments, for handing to a tool.
 
-    Dicts and tuples become dicts and lists; an ``Opaque`` becomes a fresh copy of its object,
-    so a tool cannot change what the decision recorded.
+    Dicts and tuples become new dicts and lists; an ``Opaque`` becomes its private copy: the
+    very object the policies inspected.
     """
     if isinstance(value, dict):
         return {k: thaw(v) for k, v in value.items()}
@@ -232,9 +346,13 @@ def parse_args(args: Any) -> Any:
     """Accepts a mapping, None, or a JSON object string; anything else is an InvalidCall."""
     if args is None:
         return {}
-    if isinstance(args, Mapping):
-        return args if type(args) is dict else dict(args)
-    if isinstance(args, str | bytes):
+    kind = type(args)
+    if kind is dict or issubclass(kind, dict) or kind is MappingProxyType:
+        return args  # read through dict's own methods when frozen
+    if issubclass(kind, Mapping):  # any other mapping: its own code, bounded
+        return _bounded(_as_dict, args, None, kind)
+    if issubclass(kind, str | bytes):
+        args = _plain(args, kind)
         try:
             parsed = json.loads(args)
         except (ValueError, RecursionError) as e:
@@ -242,9 +360,13 @@ def parse_args(args: Any) -> Any:
         if isinstance(parsed, dict):
             return parsed
     raise InvalidCall(
-        f"arguments must be a JSON object (a mapping), not {type(args).__name__}",
+        f"arguments must be a JSON object (a mapping), not {kind.__name__}",
         code="args_not_object",
     )
+
+
+def _as_dict(value: Any, kind: type) -> dict[Any, Any]:
+    return dict(value)
 
 
 class _ToolCallFields(NamedTuple):
@@ -346,7 +468,7 @@ def _identity_fields(*values: Any) -> tuple[Any, ...]:
     out = []
     for name, value in zip(("call_id", "agent", "session", "principal", "framework"), values,
                            strict=True):
-        if isinstance(value, str):
+        if issubclass(type(value), str):
             value = str.__str__(value)
         elif value is not None or name == "call_id":
             raise InvalidCall(f"{name} must be a string or None, not {type(value).__name__}",
@@ -357,15 +479,22 @@ def _identity_fields(*values: Any) -> tuple[Any, ...]:
 
 def snapshot(tool: Any, args: Any, call_id: str, agent: str | None, session: str | None,
              principal: str | None, framework: str | None, context: Mapping[str, Any] | None,
-             max_depth: int = MAX_ARG_DEPTH) -> ToolCall:
+             max_depth: int = MAX_ARG_DEPTH, deadline: float | None = None) -> ToolCall:
     """``ToolCall.create`` with positional arguments, for the decision hot path.
+
+    ``deadline`` (a ``time.perf_counter`` value) bounds the object code that copying a
+    non-plain argument runs (see :class:`Opaque`).
 
     Raises:
         InvalidCall: when the tool name or the arguments cannot be accepted.
     """
-    if type(tool) is not str or not tool:
-        raise InvalidCall(f"tool name must be a non-empty string, got {tool!r:.80}",
-                          code="invalid_tool")
+    if type(tool) is not str:
+        if not issubclass(type(tool), str):
+            raise InvalidCall(f"tool name must be a string, not {type(tool).__name__}",
+                              code="invalid_tool")
+        tool = str.__str__(tool)
+    if not tool:
+        raise InvalidCall("tool name must not be empty", code="invalid_tool")
     if not ((agent is None or type(agent) is str) and (session is None or type(session) is str)
             and (principal is None or type(principal) is str)
             and (framework is None or type(framework) is str) and type(call_id) is str):
@@ -375,16 +504,17 @@ def snapshot(tool: Any, args: Any, call_id: str, agent: str | None, session: str
         # A flat dict of plain values (most calls) is copied as is; anything else is walked.
         for key, value in args.items():
             if type(value) not in _SCALAR_TYPES or type(key) is not str:
-                frozen = freeze_args(args, max_depth)
+                frozen = freeze_args(args, max_depth, deadline)
                 break
         else:
             frozen = FrozenDict(args)
     else:
-        frozen = freeze_args(parse_args(args), max_depth)
+        frozen = freeze_args(parse_args(args), max_depth, deadline)
     return tuple.__new__(ToolCall, (
         tool,
         frozen,
         call_id, agent, session, principal, framework,
         time.time(),
-        freeze_args(parse_args(context), max_depth) if context else _EMPTY,
+        _EMPTY if context is None or (type(context) is dict and not context)
+        else freeze_args(parse_args(context), max_depth, deadline),
     ))

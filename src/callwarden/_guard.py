@@ -101,6 +101,7 @@ class Guard:
         self.source: str | None = loaded.source if loaded.source != "<policy>" else None
         store = _open_state(loaded, state)
         self._engine = loaded.engine(store=store, clock=clock)
+        self._timeout = loaded.settings.timeout
         self._auditor: Any = None
         if audit is True:
             self._auditor = _open_audit(loaded)
@@ -211,7 +212,7 @@ class Guard:
             context = {**(context or {}), **extra}
         try:
             call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
-                            framework, context)
+                            framework, context, deadline=started + self._timeout)
         except InvalidCall as e:
             return self._engine.rejected(tool, e, {"call_id": call_id, "agent": agent,
                                                    "session": session, "principal": principal,
@@ -238,7 +239,7 @@ class Guard:
             context = {**(context or {}), **extra}
         try:
             call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
-                            framework, context)
+                            framework, context, deadline=started + self._timeout)
         except InvalidCall as e:
             return self._engine.rejected(tool, e, {"call_id": call_id, "agent": agent,
                                                    "session": session, "principal": principal,

@@ -30,9 +30,9 @@ def protect(guard: Guard, fn: F | None = None, *, tool: str | None = None,
     The call's arguments are the function's bound arguments by parameter name, defaults
     applied: ``*args`` as a list under its name, ``**kwargs`` merged in, and the ``self`` /
     ``cls`` of a method left out (a first parameter named so is the receiver, passed
-    through untouched). The function runs, or ``ToolDenied`` is raised; it receives the
-    caller's own objects (the decision records a copy), except arguments a policy
-    rewrote, which it receives as the effective values.
+    through untouched). The function runs, or ``ToolDenied`` is raised; it receives what
+    was decided — the snapshot's effective arguments as fresh copies — never the caller's
+    live objects, which the caller could change while an approval is pending.
     """
 
     def decorate(f: F) -> F:
@@ -78,7 +78,7 @@ def protect(guard: Guard, fn: F | None = None, *, tool: str | None = None,
             @functools.wraps(f)
             async def async_wrapper(*a: Any, **kw: Any) -> Any:
                 target, args = to_args(a, kw)
-                return await guard.arun(name, args, _ProtectedCall(invoke, args, target),
+                return await guard.arun(name, args, _ProtectedCall(invoke, target),
                                        **context)
 
             return async_wrapper  # type: ignore[return-value]
@@ -86,7 +86,7 @@ def protect(guard: Guard, fn: F | None = None, *, tool: str | None = None,
         @functools.wraps(f)
         def wrapper(*a: Any, **kw: Any) -> Any:
             target, args = to_args(a, kw)
-            return guard.run(name, args, _ProtectedCall(invoke, args, target), **context)
+            return guard.run(name, args, _ProtectedCall(invoke, target), **context)
 
         return wrapper  # type: ignore[return-value]
 
@@ -94,26 +94,17 @@ def protect(guard: Guard, fn: F | None = None, *, tool: str | None = None,
 
 
 _POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
-
-
 _POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
-
-
 _VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
 
 
-_MISSING = object()
-
-
 class _ProtectedCall:
-    """One call of a ``@guard.protect`` function, holding the caller's own argument objects."""
+    """One call of a ``@guard.protect`` function: how to call it, and its receiver."""
 
-    __slots__ = ("invoke", "originals", "target")
+    __slots__ = ("invoke", "target")
 
-    def __init__(self, invoke: Callable[[dict[str, Any], Any], Any], originals: dict[str, Any],
-                 target: Any) -> None:
+    def __init__(self, invoke: Callable[[dict[str, Any], Any], Any], target: Any) -> None:
         self.invoke = invoke
-        self.originals = originals
         self.target = target
 
     def __call__(self, **kwargs: Any) -> Any:
@@ -121,23 +112,7 @@ class _ProtectedCall:
         return self.invoke(dict(kwargs), self.target)
 
     def invoke_decided(self, decision: Decision) -> Any:
-        """Calls the function for a decision: an argument the decision left as asked is the
-        caller's object, a rewritten one is a fresh copy of its effective value."""
-        recorded = decision.call.args
-        originals = self.originals
-        effective: dict[str, Any] = {}
-        for key, value in decision.args.items():
-            if key in originals and _unchanged(recorded.get(key, _MISSING), value):
-                effective[key] = originals[key]
-            else:
-                effective[key] = thaw(value)
-        return self.invoke(effective, self.target)
-
-
-def _unchanged(asked: Any, effective: Any) -> bool:
-    if asked is effective:
-        return True
-    try:
-        return type(asked) is type(effective) and bool(asked == effective)
-    except Exception:  # a value that refuses comparison counts as rewritten
-        return False
+        """Calls the function with what was decided: the snapshot's effective arguments, as
+        fresh copies (a list the caller changes while an approval is pending does not reach
+        the function); only the ``self`` / ``cls`` receiver is the caller's own."""
+        return self.invoke(thaw(decision.args), self.target)

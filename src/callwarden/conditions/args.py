@@ -14,6 +14,8 @@ __all__ = ["ArgsMatcher"]
 
 
 _MISSING = object()
+# Numbers compare by value whatever their type (0 == 0.0); a bool never equals a number.
+_KIND: dict[type, type] = {int: float}
 
 
 @register_condition("args")
@@ -21,7 +23,10 @@ class ArgsMatcher:
     """``args: {path.to.arg: pattern}``: every listed argument matches one of its patterns.
 
     A string pattern with ``*``, ``?``, ``[...]`` or ``{a,b}`` is a glob over string values (the
-    dialect of :mod:`callwarden.analysis.globs`); any other value must be equal (same type).
+    dialect of :mod:`callwarden.analysis.globs`); any other value must be equal by value: ``0``
+    matches ``0.0`` (a model's JSON may write either), ``true`` matches only a boolean, and a
+    string matches only text. The call's snapshot has already turned a ``StrEnum`` or
+    ``IntEnum`` member, or any str/int/float subclass, into its plain value.
     A list gives alternatives. Rules whose only condition is one argument with literal values
     are indexed by that value (see ``index_key``).
     """
@@ -38,7 +43,8 @@ class ArgsMatcher:
             if not values or any(isinstance(v, Mapping | list) for v in values):
                 raise ConfigError("patterns must be strings or plain values", key=name)
             globs = [p for p in values if isinstance(p, str) and is_glob(p)]
-            exact = frozenset((type(v), v) for v in values if not (isinstance(v, str) and is_glob(v)))
+            exact = frozenset((_KIND.get(type(v), type(v)), v) for v in values
+                              if not (isinstance(v, str) and is_glob(v)))
             try:
                 regex = GlobSet(globs).regex if globs else None
             except GlobError as e:
@@ -62,8 +68,9 @@ class ArgsMatcher:
             arg = args.get(name, _MISSING)
             if arg is _MISSING:
                 return None
+            kind = type(arg)
             try:
-                found = (type(arg), arg) in exact
+                found = (_KIND.get(kind, kind), arg) in exact
             except TypeError:
                 found = False
             if found or (regex is not None and type(arg) is str and regex.fullmatch(arg)):
@@ -75,8 +82,9 @@ class ArgsMatcher:
                 if type(value) is not FrozenDict or part not in value:
                     return None
                 value = value[part]
+            kind = type(value)
             try:
-                found = (type(value), value) in exact
+                found = (_KIND.get(kind, kind), value) in exact
             except TypeError:  # unhashable value (a list or mapping): only globs could match
                 found = False
             if not found and (regex is None or type(value) is not str

@@ -153,7 +153,7 @@ class Engine:
         decision_id = new_id()
         try:
             call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
-                            framework, context)
+                            framework, context, deadline=started + self.settings.timeout)
         except InvalidCall as e:
             return self.rejected(tool, e, {"call_id": call_id, "agent": agent,
                                            "session": session, "principal": principal,

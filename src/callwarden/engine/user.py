@@ -116,6 +116,26 @@ def policy(
     return wrap(fn) if fn is not None else wrap
 
 
+def _checked(verdict: Verdict) -> Verdict:
+    """A verdict built by hand (``Verdict("allow")``, a subclass): its effect made an
+    ``Effect``, its texts checked, or InvalidResult."""
+    fields: tuple[Any, ...] = tuple(tuple.__iter__(verdict))
+    raw, message, code, args, detail = fields
+    try:
+        effect = Effect(raw)
+    except (ValueError, TypeError):
+        raise InvalidResult(f"returned a verdict whose effect is {raw!r:.60}, not one of "
+                            f"{', '.join(e.value for e in Effect)}") from None
+    for name, text in (("message", message), ("code", code), ("detail", detail)):
+        if text is not None and not isinstance(text, str):
+            raise InvalidResult(f"returned a verdict whose {name} is a "
+                                f"{type(text).__name__}, not text")
+    if args is not None and not isinstance(args, Mapping):
+        raise InvalidResult(f"returned a verdict whose args are a {type(args).__name__}, "
+                            "not a mapping")
+    return Verdict(effect, message, code, args, detail)
+
+
 def _run_coroutine(awaitable: Any) -> Any:
     async def runner() -> Any:
         return await awaitable
@@ -129,8 +149,10 @@ def as_verdict(result: Any) -> Verdict | None:
     Raises:
         InvalidResult: for anything that is not None, a Verdict, a Decision or an Effect.
     """
-    if result is None or isinstance(result, Verdict):
-        return result
+    if result is None or (type(result) is Verdict and type(result.effect) is Effect):
+        return result  # the common case, kept short
+    if issubclass(type(result), Verdict):
+        return _checked(result)
     if isinstance(result, Decision):
         return Verdict(
             result.effect,
