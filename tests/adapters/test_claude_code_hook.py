@@ -200,3 +200,13 @@ def test_output_uses_the_clis_continue_key() -> None:
     guard = Guard.from_dict(POLICY)
     assert pre_tool_use_output(guard.check("Bash", {"command": "shutdown now"}))["continue"] \
         is False
+
+
+@pytest.mark.parametrize("event", ["pretooluse", " PreToolUse", "PreToolUse ", "PRETOOLUSE",
+                                   "PreToolUse2", "BeforeTool", 7, None, ["PreToolUse"], ""])
+def test_an_event_it_does_not_know_blocks_the_call(policy, event) -> None:
+    payload = bash("rm -rf /")
+    payload["hook_event_name"] = event
+    result = ask(payload, policy)
+    assert (result.code, result.stdout) == (2, "")
+    assert "unknown Claude Code hook event" in result.stderr

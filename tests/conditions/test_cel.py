@@ -311,3 +311,59 @@ def test_large_list_membership() -> None:
     env = CompileEnv(lists={"big": NamedList("big", (f"u{i}" for i in range(100_000)))})
     assert holds("args.to in lists.big && !(args.cc in lists.big)",
                  {"to": "u99999", "cc": "v1"}, env=env)
+
+
+# --- cost: nested loops over large arguments are refused, not run -----------------------------
+
+NESTED = "args.items.exists(x, args.items.exists(y, x == y + 1000000))"
+
+
+def test_nested_loops_over_a_large_list_are_refused_before_they_run() -> None:
+    condition = CelCondition(NESTED, ENV)
+    with pytest.raises(CelError, match=r"not evaluated: its loops nest 2 deep .* 10,000 items"):
+        condition(subject(args={"items": list(range(10_000))}))
+
+
+def test_nested_loops_over_a_small_list_still_run() -> None:
+    assert not holds(NESTED, {"items": list(range(100))})
+    assert holds("args.a.exists(x, args.a.exists(y, x == y + 1))", {"a": list(range(100))})
+
+
+def test_a_linear_search_inside_a_loop_counts_as_a_loop() -> None:
+    expression = "args.a.all(x, x in args.b)"
+    with pytest.raises(CelError, match="nest 2 deep"):
+        CelCondition(expression, ENV)(subject(args={"a": list(range(1000)), "b": [0]}))
+    assert holds(expression, {"a": [1, 2], "b": [1, 2, 3]})
+
+
+def test_a_single_loop_over_a_large_list_runs() -> None:
+    assert holds("args.items.exists(x, x == 9999)", {"items": list(range(10_000))})
+
+
+def test_membership_in_a_named_list_is_narrowed_before_the_cost_is_counted() -> None:
+    big = NamedList("contacts", [f"user{i}@example.com" for i in range(100_000)])
+    env = CompileEnv(lists={"contacts": big})
+    recipients = ["user1@example.com", "user2@example.com"]
+    assert holds("args.to.all(r, r in lists.contacts)", {"to": recipients}, env=env)
+
+
+@pytest.mark.parametrize(("expression", "depth"), [
+    ("args.amount > 100", 0),
+    ("args.x in [1, 2]", 1),
+    ("args.a.exists(x, x > 1)", 1),
+    ("args.a.exists(x, x + 1 > 2)", 1),
+    ('args.a.map(x, x + "s").size() > 0', 1),
+    ("args.a.map(x, args.b + args.c)", 2),
+    ("args.a.exists(x, args.b.all(y, y in args.c))", 3),
+    ("args.a.exists(x, x > 1) && args.b.all(y, y > 1)", 1),
+    ('args.m.filter(k, k.startsWith("a")).exists_one(k, k == "ab")', 1),
+])
+def test_loop_depth_counts_nesting_not_occurrences(expression: str, depth: int) -> None:
+    assert CelCondition(expression, ENV)._loops == depth
+
+
+def test_a_whole_number_sent_as_a_float_is_the_same_number() -> None:
+    # JSON has one number type: a model may send 1500.0 where the policy author thought 1500.
+    assert holds("args.amount * 2 > 1000", {"amount": 1500.0})
+    assert not holds("args.amount * 2 > 1000", {"amount": 400.0})
+    assert holds("args.amount > 1000", {"amount": 1500.5})

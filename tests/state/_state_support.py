@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -135,3 +137,97 @@ class Api:
         if self.mode == "sync":
             return self.store.history(session)
         return await self.store.ahistory(session)
+
+
+class SlowProxy:
+    """A TCP proxy in front of a Redis server that can misbehave as a hostile or broken
+    network would: ``stall()`` holds every reply until ``release()``, ``trickle()`` passes
+    replies on one byte every ``gap`` seconds, and ``refuse_until_released()`` fills the
+    listen backlog so that new TCP connects hang (the kernel drops their SYNs)."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(0)
+        self.port = self.listener.getsockname()[1]
+        self.released = threading.Event()  # set while the proxy behaves
+        self.released.set()
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self.gap = 0.0
+        self._accepting = threading.Event()
+        self._accepting.set()
+        self._fillers: list[socket.socket] = []
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stall(self) -> None:
+        self.released.clear()
+        self._flowing.clear()
+
+    def trickle(self, gap: float = 0.05) -> None:
+        self.released.clear()
+        self.gap = gap
+
+    def refuse_until_released(self) -> None:
+        self._accepting.clear()
+        self.released.clear()
+        for _ in range(8):  # more than the backlog holds: later SYNs are dropped
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", self.port))
+            self._fillers.append(filler)
+        time.sleep(0.2)
+
+    def release(self) -> None:
+        self.gap = 0.0
+        self._flowing.set()
+        self._accepting.set()
+        self.released.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self.release()
+        self.listener.close()
+        for filler in self._fillers:
+            filler.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            self._accepting.wait()
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                client.close()
+                continue
+            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if replies:
+                    self._flowing.wait()
+                    if self.gap:
+                        for i in range(len(data)):
+                            sink.sendall(data[i:i + 1])
+                            time.sleep(self.gap)
+                        continue
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()

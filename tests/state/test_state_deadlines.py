@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _state_support import RedisServer, unique_prefix
+from _state_support import RedisServer, SlowProxy, unique_prefix
 
 from callwarden import Effect, Guard
 from callwarden.state import Counter, SQLiteStore, StoreUnavailable
@@ -83,6 +83,59 @@ def test_history_read_on_a_frozen_redis_returns_within_the_policy_deadline(
     finally:
         timer.join()
     assert d.effect is Effect.DENY and d.reasons[0].code in FAILED_CLOSED
+    store.close()
+
+
+@pytest.fixture
+def proxy(redis_server: RedisServer) -> Any:
+    slow = SlowProxy(redis_server.port)
+    yield slow
+    slow.close()
+
+
+def _check_while(proxy: SlowProxy, guard: Guard, misbehave: Any) -> Any:
+    """Checks one call while the proxy misbehaves; released after RELEASED_AFTER, so a check
+    that waited on the store rather than its 100 ms deadline would see a working server."""
+    misbehave()
+    timer = released_later(proxy.release)
+    try:
+        decision = guard.check("t", {})
+        released_before_it_returned = proxy.released.is_set()
+    finally:
+        timer.join()
+    return decision, released_before_it_returned
+
+
+@pytest.mark.parametrize("store_timeout", [STORE_TIMEOUT, 3600.0])
+def test_a_connect_that_hangs_ends_at_the_policy_deadline(proxy: SlowProxy,
+                                                          store_timeout: float) -> None:
+    # ?timeout=3600 used to make every check wait half an hour for a connect.
+    guard = Guard.from_dict({**BUDGET, "state": f"{proxy.url}?timeout={store_timeout:g}"
+                                                  f"&prefix={unique_prefix()}"})
+    d, waited = _check_while(proxy, guard, proxy.refuse_until_released)
+    assert d.effect is Effect.DENY and d.reasons[0].code in FAILED_CLOSED
+    assert not waited
+    guard.close()
+
+
+def test_a_handshake_that_stalls_ends_at_the_policy_deadline(proxy: SlowProxy) -> None:
+    store = RedisStore(proxy.url, prefix=unique_prefix(), timeout=STORE_TIMEOUT)
+    guard = Guard.from_dict(BUDGET, state=store)  # no connection yet: the first check opens one
+    d, waited = _check_while(proxy, guard, proxy.stall)
+    assert d.effect is Effect.DENY and d.reasons[0].code in FAILED_CLOSED
+    assert not waited
+    assert guard.check("t", {}).reasons[0].code not in FAILED_CLOSED  # it recovers
+    store.close()
+
+
+def test_a_reply_that_trickles_in_ends_at_the_policy_deadline(proxy: SlowProxy) -> None:
+    # One byte every 50 ms never trips a 5 s read timeout: only the deadline ends the wait.
+    store = RedisStore(proxy.url, prefix=unique_prefix(), timeout=STORE_TIMEOUT)
+    guard = Guard.from_dict(BUDGET, state=store)
+    store.consume([Counter("warm", 1, None)], now=0.0, commit=False)  # opens a connection
+    d, waited = _check_while(proxy, guard, proxy.trickle)
+    assert d.effect is Effect.DENY and d.reasons[0].code in FAILED_CLOSED
+    assert not waited
     store.close()
 
 

@@ -50,6 +50,14 @@ _AFTER_IN_OPERAND = frozenset({None, ")", "]", "}", ",", "&&", "||", "?", ":", "
 _EMPTY_HISTORY: Mapping[str, Any] = {"count": 0, "tools": {}, "attempts": {}, "effects": {},
                                      "tool_effects": {}, "last_time_by_tool": {}}
 _MAX_WALK_DEPTH = 100
+# CEL runs to completion holding the GIL (the bindings have no cost limit), and nested
+# comprehensions cost the product of the lists they walk: at ~0.4 µs a step, 10,000 items
+# under two nested ``exists`` take 40 s. A call whose arguments would let the expression take
+# more than this many steps is not evaluated: a policy_error, denied by default.
+MAX_CEL_STEPS = 200_000
+# Macros that loop over a list or map; ``in`` (a linear search of a list) and ``+`` (a
+# list copy) inside one of them cost a loop too.
+_LOOP_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _HINT = ("CEL looks like: args.amount > 100 && tool.startsWith(\"mcp__pay\"); quote the whole "
          "expression in YAML; variables: " + ", ".join(VARIABLES))
 
@@ -109,7 +117,8 @@ class CelCondition:
         expression: the CEL source.
     """
 
-    __slots__ = ("_getters", "_hit", "_lists", "_member_lists", "_program", "expression")
+    __slots__ = ("_getters", "_hit", "_lists", "_loops", "_member_lists", "_program",
+                 "expression")
 
     def __init__(self, config: Any, env: CompileEnv) -> None:
         if not isinstance(config, str) or not config.strip():
@@ -124,6 +133,8 @@ class CelCondition:
         except Exception as e:  # the bindings raise ValueError; anything else is as fatal
             raise ConfigError(f"invalid CEL expression: {e}", hint=_HINT) from e
         tokens = _tokenize(config)
+        # Unreadable to our lexer: assume loops nest, so large arguments are refused.
+        self._loops = _loop_depth(tokens) if tokens is not None else 3
         referenced = set(self._program.variables())
         plan = _plan(tokens, referenced, cel)
         unknown = sorted(referenced - set(VARIABLES) - _TYPE_NAMES - plan.bound)
@@ -173,19 +184,20 @@ class CelCondition:
         activation = {name: get(subject) for name, get in self._getters}
         if self._lists is not None:
             activation["lists"] = self._lists_for(activation)
+        if self._loops > 1:
+            self._check_cost(activation)
         try:
             result = self._program.execute(activation)
-        except ValueError as e:
-            # Values the bindings cannot convert (Decimal, UUID, enum ...) get one retry in a
-            # CEL-friendly form; what still fails is an error, never a silent False.
-            if not str(e).startswith("Conversion Error"):
+        except Exception as e:
+            # Values the bindings cannot convert (Decimal, UUID, enum ...) and whole numbers
+            # sent as 1500.0 (one JSON number, but a CEL double that `* 2` refuses) get one
+            # retry in a CEL-friendly form; what still fails is an error, never a silent False.
+            if not _retryable(e):
                 raise self._error(e) from e
             try:
                 result = self._program.execute(_convertible(activation, self.expression))
             except Exception as e2:
                 raise self._error(e2) from e2
-        except Exception as e:
-            raise self._error(e) from e
         if result is True:
             return self._hit
         if result is False:
@@ -209,6 +221,16 @@ class CelCondition:
                     if complete else tuple(members)
                 )
         return lists
+
+    def _check_cost(self, activation: Mapping[str, Any]) -> None:
+        """Refuses a call whose arguments would make the nested loops too long to run."""
+        widest = max(_widest(value, 0) for value in activation.values())
+        if widest > 1 and widest ** self._loops > MAX_CEL_STEPS:
+            raise CelError(
+                f"CEL condition {self.expression!r:.120} was not evaluated: its loops nest "
+                f"{self._loops} deep and the call holds a collection of {widest:,} items, up "
+                f"to {widest ** self._loops:,} steps (at most {MAX_CEL_STEPS:,})",
+                expression=self.expression)
 
     def _error(self, e: BaseException) -> CelError:
         if isinstance(e, KeyError):
@@ -352,6 +374,46 @@ def _selected_key(
     return None, i + 1
 
 
+def _loop_depth(tokens: list[_Token]) -> int:
+    """How deeply the expression's loops nest: each loop macro is a level, and so is each
+    ``in``, and each ``+`` inside a macro (it may copy a list) unless it adds a literal."""
+    depth = 0
+    frames: list[bool] = []  # one per open bracket: is it a loop macro's argument list?
+    text = [t.text for t in tokens]
+    for i, tok in enumerate(tokens):
+        inside = sum(frames)
+        if tok.text in ("(", "[", "{"):
+            macro = i > 1 and text[i - 2] == "." and tokens[i - 1].text in _LOOP_MACROS
+            frames.append(macro)
+            if macro:
+                depth = max(depth, inside + 1)
+        elif tok.text in (")", "]", "}"):
+            if frames:
+                frames.pop()
+        elif (tok.kind == "id" and tok.text == "in") or (tok.text == "+" and inside and not (
+                {tokens[i - 1].kind, tokens[i + 1].kind if i + 1 < len(tokens) else ""}
+                & {"num", "str"})):  # adding a number or a literal string is no loop
+            depth = max(depth, inside + 1)
+    return depth
+
+
+def _widest(value: Any, depth: int) -> int:
+    """The length of the longest list, map or string-free collection in ``value``."""
+    if isinstance(value, str | bytes) or depth > _MAX_WALK_DEPTH:
+        return 0
+    if isinstance(value, Mapping):
+        return max(len(value), *(_widest(v, depth + 1) for v in value.values()), 0)
+    if isinstance(value, list | tuple | set | frozenset):
+        return max(len(value), *(_widest(v, depth + 1) for v in value), 0)
+    return 0
+
+
+def _retryable(e: Exception) -> bool:
+    text = str(e)
+    return (isinstance(e, ValueError) and text.startswith("Conversion Error")) or (
+        "Unsupported operation" in text or "No such overload" in text)
+
+
 def _cel_lists(lists: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], frozenset[str]]]:
     """name -> (items in order, as CEL receives them; the same as a set, for membership)."""
     out = {}
@@ -399,6 +461,8 @@ def _convertible(activation: Mapping[str, Any], expression: str) -> dict[str, An
 
 
 def _deep_friendly(value: Any, expression: str, depth: int) -> Any:
+    if type(value) is float and value.is_integer() and abs(value) <= 2 ** 53:
+        return int(value)  # 1500.0 is the JSON number 1500
     if value is None or isinstance(value, str | bool | int | float | bytes):
         return value
     if depth > _MAX_WALK_DEPTH:

@@ -47,20 +47,35 @@ __all__ = ["ClaudeCodeDialect", "halt_key", "parse_pre_tool_use", "pre_tool_use_
 EVENT = "PreToolUse"
 APPROVE_ENV = "CALLWARDEN_CLAUDE_APPROVE"
 # Payload fields a policy may want in `context` (CEL: context.permission_mode == "plan").
+# Every other event in Claude Code's hooks reference (code.claude.com/docs/en/hooks): none of
+# them is a call about to run, so the hook lets them pass. Any other name (a new event, a
+# different case, padding, a number) blocks: a payload we do not understand is not an allow.
+_PASS_EVENTS = frozenset({
+    "Setup", "SessionStart", "SessionEnd", "InstructionsLoaded", "UserPromptSubmit",
+    "UserPromptExpansion", "PermissionRequest", "PermissionDenied", "PostToolUse",
+    "PostToolUseFailure", "PostToolBatch", "SubagentStart", "SubagentStop", "TaskCreated",
+    "TaskCompleted", "TeammateIdle", "Stop", "StopFailure", "Notification", "PreCompact",
+    "PostCompact", "ConfigChange", "CwdChanged", "FileChanged", "WorktreeCreate",
+    "WorktreeRemove", "Elicitation", "ElicitationResult",
+})
 _CONTEXT_FIELDS = ("cwd", "transcript_path", "permission_mode", "agent_id", "agent_type",
                    "prompt_id", "hook_event_name")
 
 
 def parse_pre_tool_use(payload: Mapping[str, Any]) -> HookCall | None:
-    """The call in a Claude Code hook payload; None for events other than ``PreToolUse``.
+    """The call in a Claude Code hook payload (one without ``hook_event_name`` is taken as
+    ``PreToolUse``); None for Claude Code's other documented events.
 
     Raises:
-        ValueError: ``tool_name`` or ``tool_input`` is missing or of the wrong type, or a
-            documented string field is not a string.
+        ValueError: an unknown event name, ``tool_name`` or ``tool_input`` missing or of the
+            wrong type, or a documented string field that is not a string.
     """
     event = payload.get("hook_event_name", EVENT)
-    if event != EVENT:
+    if type(event) is str and event in _PASS_EVENTS:
         return None
+    if event != EVENT or type(event) is not str:
+        raise ValueError(f"unknown Claude Code hook event {event!r:.80}; configure "
+                         f"'callwarden hook claude-code' under hooks.{EVENT}")
     tool = payload.get("tool_name")
     if not isinstance(tool, str) or not tool:
         raise ValueError("Claude Code hook input has no 'tool_name' (a non-empty string); is "

@@ -35,6 +35,7 @@ from callwarden.state._base import (
     encode_value,
 )
 from callwarden.state._history import SessionHistory
+from callwarden.state._redis_deadline import bounded_pool, until
 
 __all__ = ["RedisStore"]
 
@@ -201,24 +202,25 @@ class _Script:
         can never be read as the answer to another command.
         """
         pool = client.connection_pool
-        for attempt in (1, 2):
-            _remaining(deadline)  # nothing is sent once the deadline has passed
-            conn = pool.get_connection()
-            try:
+        with until(deadline):  # the pool wait, connect and handshake end at it too
+            for attempt in (1, 2):
+                _remaining(deadline)  # nothing is sent once the deadline has passed
+                conn = pool.get_connection()
                 try:
-                    conn.send_command("EVALSHA", self.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
-                    return conn.read_response(timeout=_remaining(deadline))
-                except NoScriptError:
-                    conn.send_command("EVAL", self.source, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
-                    return conn.read_response(timeout=_remaining(deadline))
-                except redis.ConnectionError:
-                    # Once, like the client's own retry: a pooled connection the server
-                    # dropped (a restart) is replaced.
-                    conn.disconnect()  # type: ignore[no-untyped-call]
-                    if attempt == 2:
-                        raise
-            finally:
-                pool.release(conn)
+                    try:
+                        conn.send_command("EVALSHA", self.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+                        return conn.read_response(timeout=_remaining(deadline))
+                    except NoScriptError:
+                        conn.send_command("EVAL", self.source, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+                        return conn.read_response(timeout=_remaining(deadline))
+                    except redis.ConnectionError:
+                        # Once, like the client's own retry: a pooled connection the server
+                        # dropped (a restart) is replaced.
+                        conn.disconnect()  # type: ignore[no-untyped-call]
+                        if attempt == 2:
+                            raise
+                finally:
+                    pool.release(conn)
         raise AssertionError("unreachable")
 
     async def acall(self, client: redis.asyncio.Redis, keys: list[str], args: list[str]) -> Any:
@@ -298,7 +300,7 @@ class RedisStore(StateStore):
         # One retry on connection errors only: it replaces a pooled connection the server
         # dropped (a restart) without doubling the wait on a slow server.
         self._client = redis.Redis(
-            connection_pool=redis.BlockingConnectionPool.from_url(
+            connection_pool=bounded_pool(
                 url,
                 max_connections=max_connections,
                 timeout=timeout,
@@ -612,12 +614,13 @@ def _ms(seconds: float | None) -> str:
 def _hgetall_within(client: redis.Redis, key: str, deadline: float) -> Any:
     pool = client.connection_pool
     _remaining(deadline)
-    conn = pool.get_connection()
-    try:
-        conn.send_command("HGETALL", key)  # type: ignore[no-untyped-call]
-        reply = conn.read_response(timeout=_remaining(deadline))
-    finally:
-        pool.release(conn)
+    with until(deadline):
+        conn = pool.get_connection()
+        try:
+            conn.send_command("HGETALL", key)  # type: ignore[no-untyped-call]
+            reply = conn.read_response(timeout=_remaining(deadline))
+        finally:
+            pool.release(conn)
     # RESP2 answers a flat list; RESP3 a map.
     if isinstance(reply, dict):
         return reply
