@@ -240,14 +240,14 @@ class Guard:
         try:
             call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
                             framework, context, deadline=started + self._timeout)
-        except InvalidCall as e:
-            return self._engine.rejected(tool, e, {"call_id": call_id, "agent": agent,
-                                                   "session": session, "principal": principal,
-                                                   "framework": framework},
-                                         started, decision_id)
-        decision = self._engine.decide_fast(call, started, decision_id)
-        if decision is None:
-            decision = drive(self._engine.flow(call, started, decision_id))
+        except InvalidCall as e:  # a deny like any other: it is audited too
+            decision = self._engine.rejected(tool, e, {
+                "call_id": call_id, "agent": agent, "session": session,
+                "principal": principal, "framework": framework}, started, decision_id)
+        else:
+            decision = self._engine.decide_fast(call, started, decision_id)
+            if decision is None:
+                decision = drive(self._engine.flow(call, started, decision_id))
         if self._auditor is not None:
             try:
                 self._auditor.decision(decision)
