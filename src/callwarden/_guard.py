@@ -245,9 +245,9 @@ class Guard:
                 "call_id": call_id, "agent": agent, "session": session,
                 "principal": principal, "framework": framework}, started, decision_id)
         else:
-            decision = self._engine.decide_fast(call, started, decision_id)
-            if decision is None:
-                decision = drive(self._engine.flow(call, started, decision_id))
+            fast = self._engine.decide_fast(call, started, decision_id)
+            decision = fast if fast is not None else drive(
+                self._engine.flow(call, started, decision_id))
         if self._auditor is not None:
             try:
                 self._auditor.decision(decision)
