@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from callwarden import Decision, Effect, FrozenDict, Guard, Verdict, policy
+from callwarden import Decision, Effect, FrozenDict, Guard, PolicyError, Verdict, policy
 
 PROVIDERS = Path(__file__).parents[1] / "fixtures" / "providers"
 sys.path.insert(0, str(PROVIDERS))
@@ -291,3 +291,227 @@ def test_mutate_policy_rewrite_is_refrozen_even_when_built_as_a_frozen_dict() ->
     d = Guard(policies=[rewrite]).check("t", {})
     live.append(2)
     assert d.args["items"] == (1,)
+
+
+# -- loading a provider runs no code it should not -----------------------------------------
+
+
+def _policy_file(folder: Path, use_line: str, config: str = "") -> Path:
+    path = folder / "p.yaml"
+    path.write_text(f"version: 1\nrules:\n  - id: p\n    use: {use_line}\n{config}")
+    return path
+
+
+def test_a_class_without_evaluate_is_never_instantiated(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    path = _policy_file(tmp_path, "subprocess:Popen",
+                        f'    config: {{args: "touch {marker}", shell: true}}\n')
+    with pytest.raises(PolicyError) as info:
+        Guard.from_file(path)
+    assert not marker.exists()
+    problem = info.value.problems[0]
+    assert "is not a policy" in problem.message
+    assert (problem.line, problem.key) == (4, "rules[0].use")
+
+
+@pytest.mark.parametrize("target", ["os:getcwd", "builtins:print", "collections:OrderedDict"])
+def test_builtins_and_other_classes_are_not_policies(target: str) -> None:
+    with pytest.raises(PolicyError, match="is not a policy"):
+        use(target)
+
+
+def test_a_special_attribute_is_never_looked_up() -> None:
+    with pytest.raises(PolicyError, match="names a special attribute"):
+        use("house_rules:MaxAmount.__init__")
+
+
+def test_instantiate_checks_the_protocol_before_calling_a_class() -> None:
+    from callwarden.engine.user import instantiate
+
+    calls = []
+
+    class NotAPolicy:
+        def __init__(self) -> None:
+            calls.append("init")
+
+    with pytest.raises(TypeError, match="not a policy"):
+        instantiate(NotAPolicy, {})
+    assert calls == []
+
+
+def test_an_applications_own_callable_object_still_works_as_a_guard_policy() -> None:
+    import functools
+
+    def deny_tool(call, ctx, *, tool):
+        return Verdict.deny("no") if call.tool == tool else None
+
+    g = Guard(policies=[functools.partial(deny_tool, tool="rm")])
+    assert g.check("rm", {}).effect is Effect.DENY
+    assert g.check("ls", {}).effect is Effect.ALLOW
+
+
+# -- providers="check": lint imports nothing ----------------------------------------------------
+
+
+def _side_effect_module(folder: Path) -> Path:
+    (folder / "guards.py").write_text(
+        "from pathlib import Path\n"
+        "Path(__file__).with_name('imported').touch()\n"
+        "class Deny:\n    def evaluate(self, call, ctx):\n        return None\n")
+    return folder / "imported"
+
+
+def test_check_mode_imports_and_instantiates_nothing(tmp_path: Path) -> None:
+    from callwarden.policyfile import load_policy_file
+
+    marker = _side_effect_module(tmp_path)
+    path = _policy_file(tmp_path, "guards.py:Deny", "    config: {x: 1}\n")
+    loaded = load_policy_file(path, providers="check")
+    assert not marker.exists()
+    assert [r.id for r in loaded.rules] == ["p"]
+    assert "not imported" in loaded.notes[0].message
+    assert loaded.notes[0].line == 4
+
+
+def test_load_mode_is_the_default_and_imports(tmp_path: Path) -> None:
+    marker = _side_effect_module(tmp_path)
+    with pytest.raises(PolicyError, match="cannot create the policy"):  # Deny takes no x
+        Guard.from_file(_policy_file(tmp_path, "guards.py:Deny", "    config: {x: 1}\n"))
+    assert marker.exists()
+
+
+def test_check_mode_still_reports_a_malformed_target(tmp_path: Path) -> None:
+    from callwarden.policyfile import load_policy_file
+
+    with pytest.raises(PolicyError, match="is not a module name"):
+        load_policy_file(_policy_file(tmp_path, '"not a module:x"'), providers="check")
+
+
+def test_a_provider_not_loaded_fails_closed_if_asked_to_decide(tmp_path: Path) -> None:
+    from callwarden.policyfile import load_policy_file
+
+    _side_effect_module(tmp_path)
+    loaded = load_policy_file(_policy_file(tmp_path, "guards.py:Deny"), providers="check")
+    decision = Guard.from_loaded(loaded).check("t", {})
+    assert decision.effect is Effect.DENY
+    assert decision.reasons[0].code == "policy_error"
+
+
+def test_check_mode_skips_the_examples_and_says_so(tmp_path: Path) -> None:
+    from callwarden.policyfile import load_policy_file
+
+    marker = _side_effect_module(tmp_path)
+    path = tmp_path / "p.yaml"
+    path.write_text("version: 1\nrules:\n  - id: p\n    use: guards.py:Deny\n"
+                    "  - id: q\n    match: {tool: x}\n    examples:\n"
+                    "      deny: [{tool: x}]\n")
+    loaded = load_policy_file(path, providers="check")
+    assert not marker.exists()
+    assert any("inline example(s) not run" in n.message for n in loaded.notes)
+
+
+def test_check_mode_does_not_import_audit_targets(tmp_path: Path) -> None:
+    from callwarden.policyfile import load_policy_file
+
+    (tmp_path / "sink.py").write_text(
+        "from pathlib import Path\nPath(__file__).with_name('imported').touch()\n"
+        "def ship(event):\n    pass\n")
+    path = tmp_path / "p.yaml"
+    path.write_text("version: 1\naudit:\n  - {callable: sink.py:ship}\n")
+    load_policy_file(path, providers="check")
+    assert not (tmp_path / "imported").exists()
+    load_policy_file(path)
+    assert (tmp_path / "imported").exists()
+
+
+# -- CALLWARDEN_PROVIDERS / allowed_providers ------------------------------------------------
+
+
+def test_allowlist_from_the_environment_refuses_other_modules(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CALLWARDEN_PROVIDERS", "mycompany.guards, ./providers")
+    path = _policy_file(tmp_path, "house_rules:MaxAmount", "    config: {limit: 1}\n")
+    with pytest.raises(PolicyError) as info:
+        Guard.from_file(path)
+    problem = info.value.problems[0]
+    assert "'house_rules:MaxAmount' is not an allowed provider" in problem.message
+    assert (problem.line, problem.key) == (4, "rules[0].use")
+    assert "mycompany.guards, ./providers" in (problem.hint or "")
+
+
+def test_allowlist_is_checked_in_check_mode_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from callwarden.policyfile import load_policy_file
+
+    monkeypatch.setenv("CALLWARDEN_PROVIDERS", "mycompany")
+    with pytest.raises(PolicyError, match="not an allowed provider"):
+        load_policy_file(_policy_file(tmp_path, "house_rules:MaxAmount"), providers="check")
+
+
+def test_empty_allowlist_refuses_every_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CALLWARDEN_PROVIDERS", "")
+    with pytest.raises(PolicyError, match="allows only: nothing"):
+        use("house_rules:no_prod_deploys")
+
+
+def test_unset_allowlist_allows_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CALLWARDEN_PROVIDERS", raising=False)
+    assert use("house_rules:no_prod_deploys").check("deploy", {"env": "prod"}).effect \
+        is Effect.DENY
+
+
+@pytest.mark.parametrize(("entry", "allowed"), [
+    ("house_rules", True), ("house", False), ("house_rules.sub", False), ("other,house_rules", True),
+])
+def test_allowlist_module_entries_are_dotted_prefixes(
+        entry: str, allowed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CALLWARDEN_PROVIDERS", entry)
+    if allowed:
+        use("house_rules:no_prod_deploys")
+    else:
+        with pytest.raises(PolicyError, match="not an allowed provider"):
+            use("house_rules:no_prod_deploys")
+
+
+def test_allowlist_folder_entry_allows_files_inside_it_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CALLWARDEN_PROVIDERS", "./providers")
+    (tmp_path / "providers").mkdir()
+    code = "from callwarden import Verdict\ndef deny_all(call):\n    return Verdict.deny('no')\n"
+    (tmp_path / "providers" / "g.py").write_text(code)
+    (tmp_path / "g.py").write_text(code)
+    inside = _policy_file(tmp_path, "providers/g.py:deny_all")
+    assert Guard.from_file(inside).check("t", {}).effect is Effect.DENY
+    for target in ("g.py:deny_all", "providers/../g.py:deny_all"):
+        with pytest.raises(PolicyError, match="not an allowed provider"):
+            Guard.from_file(_policy_file(tmp_path, target))
+
+
+def test_allowed_providers_keyword_replaces_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from callwarden.policyfile import load_policy_file
+
+    monkeypatch.setenv("CALLWARDEN_PROVIDERS", "")
+    path = _policy_file(tmp_path, "house_rules:no_prod_deploys")
+    load_policy_file(path, allowed_providers=["house_rules"])
+    with pytest.raises(PolicyError, match="not an allowed provider"):
+        load_policy_file(path, allowed_providers=[])
+
+
+def test_allowlist_covers_audit_callable_sinks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CALLWARDEN_PROVIDERS", "mycompany")
+    path = tmp_path / "p.yaml"
+    path.write_text("version: 1\naudit:\n  sinks:\n    - {callable: house_rules:plain_function}\n")
+    with pytest.raises(PolicyError) as info:
+        Guard.from_file(path)
+    assert "not an allowed provider" in info.value.problems[0].message
+    assert info.value.problems[0].line == 4
+
+
+def test_an_unknown_providers_mode_is_refused_rather_than_importing() -> None:
+    from callwarden.exceptions import ConfigError
+    from callwarden.policyfile import compile_policy
+
+    with pytest.raises(ConfigError, match="'load' or 'check'"):
+        compile_policy({"version": 1}, providers="none")  # type: ignore[arg-type]

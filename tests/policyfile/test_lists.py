@@ -85,10 +85,55 @@ def test_crlf_line_endings_are_handled(tmp_path: Path) -> None:
     assert list(load_lists({"x": {"file": "crlf.txt"}}, tmp_path)["x"]) == ["alpha", "beta"]
 
 
-def test_absolute_file_path_is_used_as_is(base: Path, tmp_path_factory: Any) -> None:
-    elsewhere = tmp_path_factory.mktemp("elsewhere")
-    lists = load_lists({"x": {"file": str(base / "more.txt")}}, elsewhere)
+def test_absolute_file_path_inside_the_policy_folder_is_read(base: Path) -> None:
+    lists = load_lists({"x": {"file": str(base / "more.txt")}}, base)
     assert "acme.test" in lists["x"]
+
+
+def test_file_in_a_subfolder_is_read(base: Path) -> None:
+    (base / "data").mkdir()
+    (base / "data" / "d.txt").write_text("deep.test\n")
+    assert list(load_lists({"x": {"file": "data/d.txt"}}, base)["x"]) == ["deep.test"]
+
+
+def test_absolute_file_path_elsewhere_is_refused(base: Path, tmp_path_factory: Any) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    with pytest.raises(ConfigError, match="outside the policy's folder") as info:
+        load_lists({"x": {"file": str(base / "more.txt")}}, elsewhere)
+    assert info.value.key == "x"
+    assert "'../' and absolute paths elsewhere are refused" in (info.value.hint or "")
+
+
+def test_dot_dot_escape_is_refused(base: Path) -> None:
+    (base / "policies").mkdir()
+    with pytest.raises(ConfigError, match="outside the policy's folder"):
+        load_lists({"x": {"file": "../more.txt"}}, base / "policies")
+
+
+def test_symlink_pointing_out_of_the_folder_is_refused(base: Path,
+                                                       tmp_path_factory: Any) -> None:
+    policy_dir = tmp_path_factory.mktemp("policy")
+    (policy_dir / "link.txt").symlink_to(base / "more.txt")
+    with pytest.raises(ConfigError, match="outside the policy's folder"):
+        load_lists({"x": {"file": "link.txt"}}, policy_dir)
+
+
+def test_file_in_an_extra_root_is_read(base: Path, tmp_path_factory: Any) -> None:
+    child = tmp_path_factory.mktemp("child")
+    lists = load_lists({"x": {"file": str(base / "more.txt")}}, child, roots=[base])
+    assert "acme.test" in lists["x"]
+
+
+def test_list_files_past_the_byte_cap_are_refused(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from callwarden.policyfile import lists as lists_module
+
+    monkeypatch.setattr(lists_module, "MAX_LIST_BYTES", 100)
+    (tmp_path / "a.txt").write_text("x" * 60 + "\n")
+    load_lists({"a": {"file": "a.txt"}}, tmp_path)
+    with pytest.raises(ConfigError, match="past") as info:
+        load_lists({"a": {"file": ["a.txt", "a.txt"]}}, tmp_path)
+    assert info.value.key == "a"
 
 
 def test_named_list_survives_pickle_and_copy() -> None:

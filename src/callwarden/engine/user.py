@@ -173,12 +173,19 @@ def as_verdict(result: Any) -> Verdict | None:
 def load_object(target: str, *, base_dir: Path | None = None) -> Any:
     """Imports ``package.module:attribute`` (or ``path/to/file.py:attribute``).
 
+    Importing runs the module's code: callers that load names from a file nobody reviewed
+    check them first (``callwarden.policyfile.providers``). Special attributes
+    (``Class.__init__``, ``__builtins__``) are never looked up.
+
     Raises:
-        ImportError: when the module or attribute cannot be found.
+        ImportError: when the module or attribute cannot be found, or the target names a
+            special attribute.
     """
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ImportError(f"{target!r} is not of the form 'package.module:Name'")
+    if any(part.startswith("__") for part in attr.split(".")):
+        raise ImportError(f"{target!r} names a special attribute, which is never a policy")
     if module_name.endswith(".py"):
         path = Path(module_name)
         if not path.is_absolute() and base_dir is not None:
@@ -210,26 +217,42 @@ def load_object(target: str, *, base_dir: Path | None = None) -> Any:
 
 
 def instantiate(obj: Any, config: Mapping[str, Any]) -> Any:
-    """Turns a loaded provider target into a policy object: classes get ``config`` as kwargs.
+    """Turns a loaded provider target into a policy object, calling only what is a policy.
+
+    * a class is instantiated, ``config`` as keyword arguments, only if it defines
+      ``evaluate`` or ``aevaluate`` — checked before it is called, so naming
+      ``subprocess:Popen`` runs nothing;
+    * a function (``def`` or ``async def``; a method) is wrapped as a policy, ``config``
+      bound as keyword arguments; a ``@policy`` function or an object with ``evaluate`` /
+      ``aevaluate`` is used as it is;
+    * anything else (a builtin such as ``os.system``, another callable, a value) is refused
+      without being called.
 
     Raises:
-        TypeError: when the object cannot act as a policy or rejects the config.
+        TypeError: when the object is not a policy or rejects the config.
     """
+    name = getattr(obj, "__qualname__", None) or type(obj).__name__
     if inspect.isclass(obj):
+        if not _implements_policy(obj):
+            raise TypeError(f"class {name} is not a policy: it defines neither evaluate() nor "
+                            "aevaluate(), so it is not instantiated")
         instance = obj(**config)
-    elif config:
-        if isinstance(obj, FunctionPolicy) or not callable(obj) or hasattr(obj, "evaluate"):
-            raise TypeError("config is only accepted by classes (passed as keyword arguments)")
-        instance = FunctionPolicy(_bind(obj, config))
-    else:
-        instance = obj
-    if isinstance(instance, FunctionPolicy):
+        if not _implements_policy(instance):  # a __new__ may return anything
+            raise TypeError(f"{name}(...) returned a {type(instance).__name__}, not a policy")
         return instance
-    if hasattr(instance, "evaluate") or hasattr(instance, "aevaluate"):
-        return instance
-    if callable(instance):
-        return FunctionPolicy(instance)
-    raise TypeError(f"{type(instance).__name__} has neither evaluate() nor aevaluate()")
+    if isinstance(obj, FunctionPolicy) or _implements_policy(obj):
+        if config:
+            raise TypeError("config is only accepted by classes (passed as keyword arguments) "
+                            "and plain functions")
+        return obj
+    if inspect.isfunction(obj) or inspect.ismethod(obj):
+        return FunctionPolicy(_bind(obj, config) if config else obj)
+    raise TypeError(f"{name} ({type(obj).__name__}) is not a policy: name a class with "
+                    "evaluate() or aevaluate(), or a function")
+
+
+def _implements_policy(obj: Any) -> bool:
+    return hasattr(obj, "evaluate") or hasattr(obj, "aevaluate")
 
 
 def _bind(fn: Callable[..., Any], config: Mapping[str, Any]) -> Callable[..., Any]:

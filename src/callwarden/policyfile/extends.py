@@ -1,5 +1,12 @@
 """``extends:``: the policies this one builds on (bundled ones such as ``callwarden:recommended``,
-or files next to it), loaded deepest first."""
+or files next to it), loaded deepest first.
+
+``extends:`` can name any file, and its errors reach the model (``callwarden hook`` prints
+them), so an error about a file that is not a policy never quotes the file: a YAML error gives
+its position only, and a document that is not a mapping with ``version`` is "not a policy",
+with nothing read from it reported. Once a file says ``version``, it is a policy and its
+problems are reported like the main file's.
+"""
 
 from __future__ import annotations
 
@@ -59,14 +66,18 @@ def load_bases(raw: Any, path: Path_, check: Checker, folder: Path,
             check.error(item_path, f"{name!r}: {e.problems[0].message}", e.problems[0].hint)
             continue
         try:
-            data, lines = load_yaml(text, str(target), collect=True)
+            data, lines = load_yaml(text, str(target), collect=True, quote=False)
         except PolicyError as e:
             check.problems.extend(e.problems)
             continue
-        if not isinstance(data, Mapping):
-            check.error(item_path, f"{name!r} is not a policy mapping")
+        if not isinstance(data, Mapping) or "version" not in data:
+            check.error(item_path, f"{name!r} is not a policy",
+                        "a policy is a mapping that starts with 'version: 1'; extends: names "
+                        "policy files only")
             continue
         base = Base(data, lines, target.parent)
+        if data["version"] != 1:
+            base.check.error(("version",), "unsupported version", "this callwarden reads version 1")
         base.check.problems.extend(lines.problems)
         base.check.keys(data, (), TOP_KEYS, "the policy")
         if "extends" in data:

@@ -10,17 +10,23 @@ A policy declares each list once and every condition can use it by name::
 In a CEL condition a list is ``lists.<name>`` (``args.to in lists.contacts``). In the config of
 any other condition, an item written ``{list: <name>}`` stands for the named list's items, see
 :func:`resolve_items`.
+
+A list file must lie inside the policy's folder (or below it), or inside the folder of a
+policy it extends: ``../`` escapes, absolute paths elsewhere and symlinks pointing out are
+refused, so a policy cannot make the loader read (and report items of) arbitrary files. The
+list files of one policy together hold at most ``caps.MAX_LIST_BYTES``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from callwarden.conditions.base import CompileEnv
 from callwarden.exceptions import ConfigError
+from callwarden.policyfile.caps import MAX_LIST_BYTES
 
 __all__ = ["NamedList", "load_lists", "read_list_file", "resolve_items"]
 
@@ -60,20 +66,24 @@ class NamedList(frozenset[str]):
         return f"NamedList({self.name!r}, {list(self.items)!r})"
 
 
-def load_lists(config: Mapping[str, Any] | None, base_dir: Path) -> dict[str, NamedList]:
+def load_lists(config: Mapping[str, Any] | None, base_dir: Path, *,
+               roots: Sequence[Path] = ()) -> dict[str, NamedList]:
     """Loads the policy's ``lists:`` section.
 
     Args:
         config: list name -> a sequence of strings, ``{file: path}``, ``{items: [...]}`` or both.
             ``file`` may also be a sequence of paths. ``None`` means no lists.
         base_dir: the policy file's folder; relative ``file`` paths start there.
+        roots: further folders list files may lie in (those of the policies it extends);
+            ``base_dir`` always is one.
 
     Returns:
         list name -> :class:`NamedList`, in declaration order.
 
     Raises:
         ConfigError: with ``key`` set to the list's name, for a bad name, a wrong type, a
-            non-string item, or a file that is missing or not UTF-8 text.
+            non-string item, or a file that is missing, not UTF-8 text, outside the allowed
+            folders or past the size cap.
     """
     if config is None:
         return {}
@@ -82,6 +92,8 @@ def load_lists(config: Mapping[str, Any] | None, base_dir: Path) -> dict[str, Na
             f"'lists' must be a mapping of list names to items, not {type(config).__name__}",
             hint="write e.g. lists: {payees: [acme, globex], contacts: {file: contacts.txt}}",
         )
+    allowed = tuple(dict.fromkeys(r.resolve() for r in (base_dir, *roots)))
+    budget = [MAX_LIST_BYTES]
     lists: dict[str, NamedList] = {}
     for name, spec in config.items():
         if not isinstance(name, str) or not _NAME.match(name):
@@ -91,11 +103,12 @@ def load_lists(config: Mapping[str, Any] | None, base_dir: Path) -> dict[str, Na
                 hint="use letters, digits and '_' (not starting with a digit), "
                 "so that CEL can write lists.<name>",
             )
-        lists[name] = NamedList(name, _load_one(name, spec, base_dir))
+        lists[name] = NamedList(name, _load_one(name, spec, base_dir, allowed, budget))
     return lists
 
 
-def _load_one(name: str, spec: Any, base_dir: Path) -> list[str]:
+def _load_one(name: str, spec: Any, base_dir: Path, allowed: tuple[Path, ...],
+              budget: list[int]) -> list[str]:
     if isinstance(spec, list | tuple):
         return _strings(name, spec, "items")
     if not isinstance(spec, Mapping):
@@ -123,8 +136,29 @@ def _load_one(name: str, spec: Any, base_dir: Path) -> list[str]:
     if isinstance(files, str):
         files = (files,)
     for path in _strings(name, files, "file"):
-        items.extend(read_list_file(base_dir / Path(path).expanduser(), name=name))
+        target = _inside(base_dir / Path(path).expanduser(), allowed, name)
+        found, size = _read_items(target, name, budget[0])
+        budget[0] -= size
+        items.extend(found)
     return items
+
+
+def _inside(path: Path, allowed: tuple[Path, ...], name: str) -> Path:
+    """``path`` resolved (symlinks and ``..`` followed), if it lies in an allowed folder."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError) as e:  # a symlink loop
+        raise ConfigError(f"cannot resolve list file {str(path)!r}: {e}", key=name,
+                          hint="check that the path names a readable file") from e
+    if not any(resolved.is_relative_to(root) for root in allowed):
+        raise ConfigError(
+            f"list file {str(path)!r} is outside the policy's folder",
+            key=name,
+            hint="list files must be in the policy's folder or below it (or in the folder of "
+                 "a policy it extends); '../' and absolute paths elsewhere are refused: copy "
+                 "the list next to the policy",
+        )
+    return resolved
 
 
 def _strings(name: str, values: Any, field: str) -> list[str]:
@@ -146,14 +180,31 @@ def _strings(name: str, values: Any, field: str) -> list[str]:
     return list(values)
 
 
-def read_list_file(path: Path, *, name: str | None = None) -> list[str]:
+def read_list_file(path: Path, *, name: str | None = None,
+                   max_bytes: int = MAX_LIST_BYTES) -> list[str]:
     """Reads one item per line; blank lines and ``#`` comments are ignored, items stripped.
 
     Raises:
-        ConfigError: (``key=name``) when the file cannot be read or is not UTF-8 text.
+        ConfigError: (``key=name``) when the file cannot be read, is not UTF-8 text, or
+            holds more than ``max_bytes``.
     """
+    return _read_items(path, name, max_bytes)[0]
+
+
+def _read_items(path: Path, name: str | None, max_bytes: int) -> tuple[list[str], int]:
+    """The items of a list file, and its size in bytes."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with path.open("rb") as f:
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise ConfigError(
+                f"list file {str(path)!r} takes the policy's list files past "
+                f"{MAX_LIST_BYTES // 1024:,} KiB",
+                key=name,
+                hint="a policy's list files may hold "
+                     f"{MAX_LIST_BYTES // 1024:,} KiB together; keep only what rules use",
+            )
+        text = data.decode("utf-8-sig")
     except FileNotFoundError as e:
         raise ConfigError(
             f"list file {str(path)!r} does not exist",
@@ -177,7 +228,7 @@ def read_list_file(path: Path, *, name: str | None = None) -> list[str]:
         item = _TRAILING_COMMENT.sub("", line).strip()
         if item and not item.startswith("#"):
             items.append(item)
-    return items
+    return items, len(data)
 
 
 def resolve_items(value: Any, env: CompileEnv, *, key: str | int | None = None) -> list[str]:

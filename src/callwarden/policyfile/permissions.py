@@ -4,23 +4,38 @@
 The tool name stands for a tool kind where coding agents have one (``Bash`` governs every
 shell tool); the pattern inside the parentheses is compiled by the condition of that kind, so
 it is flag-aware for shells, canonicalized for paths and host-aware for URLs.
+
+Any other name is a tool name (or a glob of tool names) and governs that tool only. Its
+pattern is read the way the tool's kind reads patterns — the kind its ``tools:`` profile
+declares, else the built-in default for that name — so with ``tools: {bash: {kind: shell}}``,
+``bash(rm -rf *)`` is a parsed, flag-aware shell pattern on the tool ``bash`` (it catches
+``ls && rm -rf /``), not a plain-text match. A pattern on a tool whose kind has no primary
+argument (``unknown``, ``mcp``, a custom kind) could never match and is an error; a pattern on
+a glob of names (``mcp__fs__*(...)``) matches each tool's primary argument as text.
+
+A name that looks like a built-in one (``Bsh``, ``bash``, ``read``, ``WebFech``: equal ignoring
+case, or two edits away) is an error with "did you mean", unless ``tools:`` declares it or it
+is a well-known tool name of its own (``Task``, ``sh``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from callwarden._decision import Effect
-from callwarden.analysis.globs import GlobSet
+from callwarden._profiles import ToolProfile, default_profile
+from callwarden.analysis.globs import GlobSet, is_glob
 from callwarden.conditions.base import CompileEnv, Hit, Matcher, Subject
 from callwarden.conditions.paths import PathMatcher
 from callwarden.conditions.shell import ShellMatcher
 from callwarden.conditions.urls import UrlMatcher
 from callwarden.engine.rules import Rule, Selector
 from callwarden.exceptions import ConfigError
+from callwarden.policyfile.caps import PatternBudget
 from callwarden.policyfile.check import Checker, Path_
+from callwarden.policyfile.names import AGENT_TOOL_NAMES, resembles, tool_profile
 from callwarden.policyfile.yamlsrc import Lines
 
 __all__ = ["compile_permission_pattern", "permission_rules"]
@@ -134,8 +149,16 @@ _PERMISSION_KINDS = {
 }
 
 
-def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines,
-                      order: int) -> list[Rule]:
+def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, order: int, *,
+                     profiles: Mapping[str, ToolProfile] | None = None,
+                     budget: PatternBudget | None = None) -> list[Rule]:
+    """The rules of a ``deny:``/``ask:``/``allow:`` list of permission strings.
+
+    ``profiles`` are the policy's ``tools:`` (a declared name is no slip, and its kind says
+    how its pattern reads); ``budget`` counts the patterns compiled.
+    """
+    profiles = profiles or {}
+    budget = budget or PatternBudget()
     path: Path_ = (effect_name,)
     if not isinstance(raw, list):
         check.error(path, "must be a list of tool names or permission strings",
@@ -160,11 +183,31 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines,
                         "write ToolName, a glob like mcp__github__*, or ToolName(pattern)")
             continue
         name, pattern = m.group(1), m.group(2)
+        slip = _name_slip(name, profiles)
+        if slip is not None:
+            check.error(item_path, *slip)
+            continue
         kind = _PERMISSION_KINDS.get(name)
         selector = Selector(kinds=(kind,)) if kind else Selector(tools=check.globs((name,),
                                                                                    item_path))
         conditions: list[tuple[str, Matcher]] = []
         if pattern is not None and pattern.strip() not in ("", "*"):
+            if kind is None and not is_glob(name):
+                profile = tool_profile(name, profiles)
+                if profile.primary_role is None:
+                    check.error(item_path, f"{name}(...) has a pattern, but the tool {name!r} "
+                                f"(kind {profile.kind!r}) has no argument a pattern can match",
+                                _NO_PRIMARY_HINT if name in profiles else
+                                f"declare its kind in tools: (e.g. tools: {{{name}: {{kind: "
+                                "shell}}), or write a rule with 'args:' instead")
+                    continue
+                kind = profile.kind
+            cost = 1 + (len(siblings.get(name, ())) if effect_name == "allow" else 0)
+            if not budget.take(cost):
+                if budget.refuse():
+                    check.error(item_path, f"the policy compiles more than {budget.limit:,} "
+                                "patterns", budget.hint)
+                continue
             try:
                 conditions.append(("pattern", compile_permission_pattern(
                     kind, pattern.strip(), allow=effect_name == "allow",
@@ -176,3 +219,24 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines,
                           conditions=conditions, source=lines.source(item_path),
                           order=order + len(rules)))
     return rules
+
+
+_NO_PRIMARY_HINT = ("a pattern matches a tool's command, path, url, recipient, amount, query or "
+                    "code, as its kind says; for this kind write a rule with 'args:' instead")
+
+
+def _name_slip(name: str, profiles: Mapping[str, ToolProfile]) -> tuple[str, str] | None:
+    """``(message, hint)`` when a permission name looks like a slip for a built-in one."""
+    if name in _PERMISSION_KINDS or name in profiles or is_glob(name):
+        return None
+    close = resembles(name, _PERMISSION_KINDS)
+    if close is None:
+        return None
+    if close.lower() != name.lower() and (
+            name in AGENT_TOOL_NAMES or default_profile(name).kind != "unknown"):
+        return None  # a well-known tool of its own that happens to be two edits away
+    kind = _PERMISSION_KINDS[close]
+    return (f"unknown permission name {name!r}",
+            f"did you mean '{close}'? ({close}(...) governs every {kind} tool); if {name!r} is "
+            f"a tool of its own, declare it under tools: (e.g. tools: {{{name}: "
+            f"{{kind: {kind}}}}})")

@@ -4,33 +4,43 @@ selector, conditions (through the condition registry), rewrite, limit or provide
 
 from __future__ import annotations
 
-import importlib.machinery
-import sys
-import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from callwarden._decision import Effect, Mode, Phase
-from callwarden._profiles import (
-    ARG_ROLES,
-    KNOWN_KINDS,
-    SideEffect,
-    ToolProfile,
-    default_profile,
-    kind_side_effect,
-)
+from callwarden._profiles import ARG_ROLES, SideEffect, ToolProfile, default_profile, kind_side_effect
 from callwarden.conditions.base import CompileEnv, Matcher, condition_keys, get_condition
 from callwarden.engine.limits import LimitSpec
 from callwarden.engine.rules import Rewrite, Rule, Selector
-from callwarden.engine.user import instantiate, load_object
 from callwarden.exceptions import ConfigError
+from callwarden.policyfile.caps import PatternBudget, count_strings
 from callwarden.policyfile.check import Checker, Path_
 from callwarden.policyfile.examples import collect_examples
 from callwarden.policyfile.lists import load_lists, resolve_items
+from callwarden.policyfile.names import Kinds, profile_kind_problem
+from callwarden.policyfile.providers import ProviderAllowlist, ProviderMode, compile_provider
 from callwarden.policyfile.yamlsrc import Lines
 
-__all__ = ["compile_rule", "parse_lists", "parse_profiles"]
+__all__ = ["RuleContext", "compile_rule", "parse_lists", "parse_profiles"]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleContext:
+    """What compiling any rule of one policy needs beyond the rule itself.
+
+    Attributes:
+        kinds: the kinds ``match:`` may name (built-in, declared in ``tools:``, families).
+        providers: ``"load"`` imports ``use:`` targets, ``"check"`` checks their form only.
+        allowlist: what ``use:`` may name, or None for anything.
+        budget: the patterns the policy may still compile.
+    """
+
+    kinds: Kinds = field(default_factory=Kinds)
+    providers: ProviderMode = "load"
+    allowlist: ProviderAllowlist | None = None
+    budget: PatternBudget = field(default_factory=PatternBudget)
 
 _RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_error", "phase",
               "use", "config", "examples", "set", "unset", "cap", "limit", "on")
@@ -43,11 +53,13 @@ _PROFILE_KEYS = ("kind", "side_effect", "requires_approval", "args", "descriptio
                  *ARG_ROLES)
 
 
-def parse_lists(raw: Any, check: Checker, base_dir: Path) -> dict[str, Any]:
+def parse_lists(raw: Any, check: Checker, base_dir: Path,
+                roots: Sequence[Path] = ()) -> dict[str, Any]:
+    """The ``lists:`` section; list files may lie under ``base_dir`` or one of ``roots``."""
     if raw is None:
         return {}
     try:
-        return load_lists(raw, base_dir)
+        return load_lists(raw, base_dir, roots=roots)
     except ConfigError as e:
         check.error(("lists",) if e.key is None else ("lists", e.key), str(e), e.hint)
         return {}
@@ -75,9 +87,9 @@ def parse_profiles(raw: Any, check: Checker, lines: Lines) -> dict[str, ToolProf
         if not isinstance(kind, str) or not kind:
             check.error((*path, "kind"), "must be a string such as shell, file.read, http")
             kind = base.kind
-        elif kind not in KNOWN_KINDS and "." not in kind:
-            check.error((*path, "kind"), f"unknown kind {kind!r}",
-                        f"known kinds: {', '.join(sorted(KNOWN_KINDS))} (or a dotted custom kind)")
+        elif (problem := profile_kind_problem(kind)) is not None:
+            check.error((*path, "kind"), *problem)
+            kind = base.kind
         side_effect = base.side_effect if "kind" not in spec else kind_side_effect(kind)
         if "side_effect" in spec:
             value = check.choice(spec["side_effect"], (*path, "side_effect"),
@@ -108,7 +120,10 @@ def parse_profiles(raw: Any, check: Checker, lines: Lines) -> dict[str, ToolProf
 
 
 def compile_rule(raw: Any, path: Path_, check: Checker, lines: Lines, env: CompileEnv, order: int,
-          examples: list[tuple[Path_, str, Mapping[str, Any]]]) -> Rule | None:
+                 examples: list[tuple[Path_, str, Mapping[str, Any]]],
+                 ctx: RuleContext | None = None) -> Rule | None:
+    """One rule, or None after reporting its problems to ``check``."""
+    ctx = ctx or RuleContext()
     if not isinstance(raw, Mapping):
         check.error(path, "a rule must be a mapping", "write '- id: my-rule' then its keys")
         return None
@@ -142,7 +157,7 @@ def compile_rule(raw: Any, path: Path_, check: Checker, lines: Lines, env: Compi
         check.error((*path, "phase"), "must be 'mutate' or 'validate'")
         phase = None
 
-    selector = _selector(raw.get("match"), (*path, "match"), check)
+    selector = _selector(raw.get("match"), (*path, "match"), check, ctx.kinds)
 
     on = raw.get("on", "call")
     if on not in ("call", "output"):
@@ -175,8 +190,16 @@ def compile_rule(raw: Any, path: Path_, check: Checker, lines: Lines, env: Compi
         if key in conditions_known and key not in _RULE_KEYS:
             factory = get_condition(key)
             assert factory is not None
+            if ctx.budget.exhausted:
+                return None  # reported once, where it ran out; compile nothing more
             try:
-                conditions.append((key, factory(_expand_lists(raw[key], env), env)))
+                config = _expand_lists(raw[key], env)
+                if not ctx.budget.take(count_strings(config)):
+                    ctx.budget.refuse()
+                    check.error((*path, key), f"the policy compiles more than "
+                                f"{ctx.budget.limit:,} patterns", ctx.budget.hint)
+                    return None
+                conditions.append((key, factory(config, env)))
             except ConfigError as e:
                 sub = (*path, key) if e.key is None else (*path, key, e.key)
                 check.error(sub, str(e), e.hint)
@@ -192,7 +215,7 @@ def compile_rule(raw: Any, path: Path_, check: Checker, lines: Lines, env: Compi
 
     policy = None
     if "use" in raw:
-        policy = _provider(raw, path, check, env)
+        policy = compile_provider(raw, path, check, env.base_dir, ctx.providers, ctx.allowlist)
         if conditions or rewrite:
             check.error((*path, "use"), "a 'use' rule delegates to its provider",
                         "move conditions into a separate rule")
@@ -243,7 +266,7 @@ def _expand_lists(value: Any, env: CompileEnv) -> Any:
     return value
 
 
-def _selector(raw: Any, path: Path_, check: Checker) -> Selector:
+def _selector(raw: Any, path: Path_, check: Checker, kinds: Kinds) -> Selector:
     if raw is None:
         return Selector()
     if isinstance(raw, str):
@@ -255,6 +278,9 @@ def _selector(raw: Any, path: Path_, check: Checker) -> Selector:
     get = {k: check.strings(raw[k], (*path, k)) for k in _MATCH_KEYS if k in raw}
     for key in ("tool", "agent", "principal", "framework"):
         check.globs(get.get(key, ()), (*path, key))
+    for kind in get.get("kind", ()):
+        if (problem := kinds.pattern_problem(kind)) is not None:
+            check.error((*path, "kind"), *problem)
     for side_effect in get.get("side_effect", ()):
         if side_effect not in {s.value for s in SideEffect} | {"unknown"}:
             check.error((*path, "side_effect"), f"unknown side effect {side_effect!r}",
@@ -279,54 +305,3 @@ def _rewrite(raw: Mapping[str, Any], path: Path_, check: Checker) -> Rewrite:
         cap = {}
     return Rewrite(set={str(k): v for k, v in set_.items()}, unset=unset,
                    cap={str(k): v for k, v in cap.items()})
-
-
-def _provider(raw: Mapping[str, Any], path: Path_, check: Checker, env: CompileEnv) -> Any:
-    target = raw["use"]
-    config = raw.get("config") or {}
-    if not isinstance(target, str):
-        check.error((*path, "use"), "must be 'package.module:Name'")
-        return None
-    if not isinstance(config, Mapping):
-        check.error((*path, "config"), "must be a mapping of keyword arguments")
-        return None
-    try:
-        obj = _load_provider(target, env.base_dir)
-    except Exception as e:
-        check.error((*path, "use"), f"cannot load {target!r}: {e}",
-                    "modules are looked up next to the policy file, then on the Python path: "
-                    "write 'use: path/to/file.py:Name' for a file elsewhere, or add its folder "
-                    "to PYTHONPATH (or install the package)")
-        return None
-    try:
-        return instantiate(obj, dict(config))
-    except Exception as e:
-        check.error((*path, "config") if config else (*path, "use"),
-                    f"cannot create the policy from {target!r}: {type(e).__name__}: {e}")
-        return None
-
-
-_IMPORT_LOCK = threading.Lock()
-
-
-def _load_provider(target: str, base_dir: Path | None) -> Any:
-    """Imports a ``use:`` target, looking in the policy file's folder first.
-
-    ``python -m callwarden`` has the working directory on ``sys.path`` and the console script
-    does not; resolving against the policy's folder makes every entry point agree. The folder
-    is on ``sys.path`` only while the module imports, so a host's path is left as it was.
-    """
-    module_name = target.partition(":")[0]
-    top = module_name.split(".")[0]
-    if base_dir is None or module_name.endswith(".py") or not top.isidentifier() \
-            or top in sys.modules:
-        return load_object(target, base_dir=base_dir)
-    folder = str(base_dir.resolve())
-    if importlib.machinery.PathFinder.find_spec(top, [folder]) is None:
-        return load_object(target, base_dir=base_dir)
-    with _IMPORT_LOCK:
-        sys.path.insert(0, folder)
-        try:
-            return load_object(target, base_dir=base_dir)
-        finally:
-            sys.path.remove(folder)

@@ -8,7 +8,7 @@ store from these settings, and builds the engine with them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from callwarden.audit import AuditSettings, parse_audit_config
 from callwarden.engine import Engine, Rule, Settings
 from callwarden.exceptions import ConfigError, PolicyError, Problem
 from callwarden.policyfile.check import Checker, Path_
+from callwarden.policyfile.providers import PROVIDERS_ENV, ProviderAllowlist, ProviderMode
 from callwarden.policyfile.yamlsrc import Lines
 from callwarden.state import check_store_url
 
@@ -45,6 +46,9 @@ class LoadedPolicy:
         source: the policy file's path, when it was loaded from one.
         lines: where each key is written, for errors found when the guard opens a store or a
             sink.
+        notes: what loading left unchecked, not errors: with ``providers="check"``, each
+            ``use:`` not imported and the inline examples not run because of them. A policy
+            with such notes is for checking only (its unloaded rules fail closed).
     """
 
     rules: tuple[Rule, ...]
@@ -57,6 +61,7 @@ class LoadedPolicy:
     digest: str = ""
     source: str | None = None
     lines: Lines | None = None
+    notes: tuple[Problem, ...] = ()
 
     def engine(self, *, store: Any = None, clock: Any = None) -> Engine:
         """A new engine deciding with this policy (``store`` for its limits and history)."""
@@ -145,16 +150,76 @@ def parse_state(raw: Any, check: Checker, base_dir: Path) -> str | None:
     return resolve_state_url(raw, base_dir)
 
 
-def parse_audit(raw: Any, check: Checker, base_dir: Path) -> AuditSettings | None:
-    """The ``audit:`` section, checked; its sinks are opened by the guard."""
+def parse_audit(raw: Any, check: Checker, base_dir: Path, *, providers: ProviderMode = "load",
+                allowlist: ProviderAllowlist | None = None) -> AuditSettings | None:
+    """The ``audit:`` section, checked; its sinks are opened by the guard.
+
+    The names it imports (``callable`` sinks, ``redact.callback``) obey the providers
+    allowlist; with ``providers="check"`` they are not imported: a stand-in that refuses to
+    run takes their place, so the settings are for checking only.
+    """
     if raw is None:
         return None
+    found = list(_audit_targets(raw))
+    refused = False
+    for path, target in found:
+        if allowlist is not None and not allowlist.allows(target, base_dir):
+            check.error(("audit", *path), f"{target!r} is not an allowed provider",
+                        f"{PROVIDERS_ENV} allows only: {allowlist.describe()}")
+            refused = True
+    if refused:
+        return None
+    if providers == "check" and found:
+        raw = _without_targets(raw)
     try:
         return parse_audit_config(raw, base_dir=base_dir)
     except ConfigError as e:
         sub = tuple(getattr(e, "path", ()) or ())
         check.error(("audit", *sub), str(e), e.hint)
         return None
+
+
+def _audit_targets(raw: Any) -> Iterator[tuple[Path_, str]]:
+    """The ``module:name`` strings the ``audit:`` section would import, with their paths."""
+    sinks, prefix = (raw, ()) if isinstance(raw, list) else (
+        (raw.get("sinks"), ("sinks",)) if isinstance(raw, Mapping) else (None, ()))
+    for i, sink in enumerate(sinks if isinstance(sinks, list) else ()):
+        if not isinstance(sink, Mapping) or "callable" not in sink:
+            continue
+        value = sink["callable"]
+        if isinstance(value, str):
+            yield (*prefix, i, "callable"), value
+        elif isinstance(value, Mapping) and isinstance(value.get("target"), str):
+            yield (*prefix, i, "callable", "target"), value["target"]
+        if isinstance(sink.get("target"), str):
+            yield (*prefix, i, "target"), sink["target"]
+    redact = raw.get("redact") if isinstance(raw, Mapping) else None
+    if isinstance(redact, Mapping) and isinstance(redact.get("callback"), str):
+        yield ("redact", "callback"), redact["callback"]
+
+
+_STAND_IN = "callwarden.policyfile.settings:not_loaded"
+
+
+def not_loaded(*args: Any, **kwargs: Any) -> Any:
+    """Stands in for an audit target of a policy loaded with ``providers="check"``."""
+    raise PolicyError("this audit target was not loaded (the policy was loaded with "
+                      "providers='check', which imports nothing)")
+
+
+def _without_targets(raw: Any) -> Any:
+    """A copy of the ``audit:`` section whose import targets are the stand-in."""
+    def swap(node: Any, path: Path_) -> Any:
+        if path in paths:
+            return _STAND_IN
+        if isinstance(node, Mapping):
+            return {k: swap(v, (*path, k)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [swap(v, (*path, i)) for i, v in enumerate(node)]
+        return node
+
+    paths = {p for p, _ in _audit_targets(raw)}
+    return swap(raw, ())
 
 
 def parse_approvals(raw: Any, check: Checker, base_dir: Path) -> ApprovalSettings | None:

@@ -2,8 +2,12 @@
 
 Policy files are read YAML-1.2-style for booleans: only ``true``/``false`` are booleans, so a
 rule's ``on: output`` key is the string ``on`` (YAML 1.1 would read it as ``True``) and
-``yes``/``no``/``on``/``off`` values stay strings. Aliases are expanded under a budget so a
-"billion laughs" document fails fast instead of hanging.
+``yes``/``no``/``on``/``off`` values stay strings.
+
+A document is read under the caps of :mod:`callwarden.policyfile.caps`: its size is checked
+before it is read, its nesting depth and node count while it is composed (PyYAML's composer is
+recursive: 10,000 nested brackets would overflow the stack), and aliases are expanded under a
+budget so a "billion laughs" document fails fast instead of hanging.
 """
 
 from __future__ import annotations
@@ -15,33 +19,52 @@ from typing import Any
 import yaml
 
 from callwarden.exceptions import PolicyError, Problem
+from callwarden.policyfile.caps import MAX_ALIAS_NODES, MAX_DEPTH, MAX_NODES, MAX_POLICY_BYTES
 
 __all__ = ["Lines", "load_yaml", "read_source"]
 
 Path_ = tuple[str | int, ...]
-_MAX_DEPTH = 64
-# Nodes built a second time because an alias points at them. Real policies share a list or a
-# mapping a few times; a billion-laughs document needs millions.
-MAX_ALIAS_NODES = 100_000
 
 
 class _PolicyYamlLoader(yaml.SafeLoader):
     """SafeLoader whose only booleans are true/false (YAML 1.2 core schema).
 
     It also notes the line of every alias (``*name``), which composing otherwise forgets, so
-    an alias that expands too far can be reported where it is written.
+    an alias that expands too far can be reported where it is written; and it counts depth
+    and nodes as it composes, stopping at the caps before the recursion can overflow.
     """
 
-    def __init__(self, stream: str) -> None:
+    def __init__(self, stream: str, file: str | None) -> None:
         super().__init__(stream)
+        self.file = file
         self.alias_lines: dict[tuple[int, int], int] = {}
+        self.depth = 0
+        self.nodes = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        if parent is not None and index is not None and self.check_event(yaml.AliasEvent):
-            slot = index if isinstance(index, int) else id(index)
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            self.alias_lines[(id(parent), slot)] = event.start_mark.line + 1
-        return super().compose_node(parent, index)  # type: ignore[return-value]
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        mark = event.start_mark
+        line = mark.line + 1 if mark is not None else None
+        if isinstance(event, yaml.AliasEvent):
+            if parent is not None and index is not None and line is not None:
+                slot = index if isinstance(index, int) else id(index)
+                self.alias_lines[(id(parent), slot)] = line
+            return super().compose_node(parent, index)  # type: ignore[return-value]
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise PolicyError(Problem(
+                f"the document has more than {MAX_NODES:,} keys and values", self.file, line,
+                hint="a policy states rules, not data: put long lists in a list file "
+                     "(lists: {name: {file: name.txt}})"))
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise PolicyError(Problem(
+                f"the document is nested more than {MAX_DEPTH} levels deep", self.file, line,
+                hint="no policy key needs this much nesting"))
+        try:
+            return super().compose_node(parent, index)  # type: ignore[return-value]
+        finally:
+            self.depth -= 1
 
 
 _PolicyYamlLoader.yaml_implicit_resolvers = {
@@ -84,35 +107,56 @@ class Lines:
         return f"{name}:{line}" if line is not None else name
 
 
-def read_source(path: Path, what: str = "policy file") -> str:
-    """Reads a UTF-8 policy or test file.
+def read_source(path: Path, what: str = "policy file", *,
+                max_bytes: int = MAX_POLICY_BYTES) -> str:
+    """Reads a UTF-8 policy or test file of at most ``max_bytes``.
 
     Raises:
-        PolicyError: when the file cannot be read or is not UTF-8 text.
+        PolicyError: when the file cannot be read, is too large or is not UTF-8 text.
     """
     try:
-        return path.read_text(encoding="utf-8")
+        # Read one byte past the cap rather than trusting stat(): a pipe or /dev/zero has no
+        # size, and a file can grow between the two calls.
+        with path.open("rb") as f:
+            data = f.read(max_bytes + 1)
     except OSError as e:
         raise PolicyError(Problem(f"cannot read {what}: {e.strerror or e}", str(path),
                                   hint="check the path")) from e
+    if len(data) > max_bytes:
+        raise PolicyError(_too_large(what, str(path), max_bytes))
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise PolicyError(Problem(f"{what} is not UTF-8 text (byte {e.start})", str(path),
                                   hint="save it as UTF-8")) from e
 
 
-def load_yaml(text: str, file: str | None, *, collect: bool = False) -> tuple[Any, Lines]:
+def _too_large(what: str, file: str | None, max_bytes: int) -> Problem:
+    return Problem(f"{what} is larger than {max_bytes // 1024:,} KiB", file,
+                   hint="a policy states rules, not data: put long lists in a list file "
+                        "(lists: {name: {file: name.txt}})")
+
+
+def load_yaml(text: str, file: str | None, *, collect: bool = False,
+              quote: bool = True) -> tuple[Any, Lines]:
     """Parses one YAML document into plain data plus a line map.
 
     A duplicate key keeps its first value. With ``collect=True`` duplicates are left in
     ``lines.problems`` for the caller to report along with its own findings; otherwise they
     are raised (all of them) once the document is read.
 
+    With ``quote=False`` a syntax error gives its position only: PyYAML's descriptions can
+    quote the text (an alias, a tag, a character), and a file that may not be a policy at all
+    (one ``extends:`` names) must never have its content echoed where a model reads it.
+
     Raises:
-        PolicyError: on a syntax error, nesting that is too deep, aliases that expand too far,
-            or (without ``collect``) duplicate keys.
+        PolicyError: on a syntax error, a document over the caps (size, nesting, values,
+            alias expansion), or (without ``collect``) duplicate keys.
     """
     lines = Lines(file)
-    loader = _PolicyYamlLoader(text)
+    if len(text) > MAX_POLICY_BYTES:
+        raise PolicyError(_too_large("the policy", file, MAX_POLICY_BYTES))
+    loader = _PolicyYamlLoader(text, file)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -121,16 +165,26 @@ def load_yaml(text: str, file: str | None, *, collect: bool = False) -> tuple[An
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else None
+        if not quote:
+            where = f" (column {mark.column + 1})" if mark is not None else ""
+            raise PolicyError(Problem(f"not valid YAML{where}", file, line,
+                                      hint=_UNQUOTED_HINT)) from e
         message = " ".join(str(x) for x in (e.context, e.problem) if x) or str(e)
         raise PolicyError(Problem(f"invalid YAML: {message}", file, line,
                                   hint="check indentation, colons and quoting")) from e
     except yaml.YAMLError as e:
+        if not quote:
+            raise PolicyError(Problem("not valid YAML", file, hint=_UNQUOTED_HINT)) from e
         raise PolicyError(Problem(f"invalid YAML: {e}", file)) from e
     finally:
         loader.dispose()
     if lines.problems and not collect:
         raise PolicyError(lines.problems)
     return data, lines
+
+
+_UNQUOTED_HINT = ("extends: names policy files; the text of a file that is not one is never "
+                  "shown in errors")
 
 
 class _Builder:
@@ -148,9 +202,10 @@ class _Builder:
         """Builds ``node``; ``alias`` is the line of the outermost alias being expanded."""
         lines = self.lines
         lines.set(path, node.start_mark.line + 1)
-        if depth > _MAX_DEPTH:
-            raise PolicyError(Problem("the document is nested too deeply", lines.file,
-                                      node.start_mark.line + 1))
+        if depth > MAX_DEPTH:
+            raise PolicyError(Problem(f"the document is nested more than {MAX_DEPTH} levels deep",
+                                      lines.file, node.start_mark.line + 1,
+                                      hint="no policy key needs this much nesting"))
         # An alias is the very node it names, so a node seen before is an alias expansion.
         if id(node) in self.built:
             self.reused += 1

@@ -1,0 +1,149 @@
+"""Slips in kinds and permission names are load errors with "did you mean"; deliberate custom
+names are declared in ``tools:``."""
+
+from __future__ import annotations
+
+import pytest
+
+from callwarden import Effect, Guard, PolicyError
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(PolicyError) as info:
+        Guard.from_yaml(text)
+    return [f"{p.message} ({p.hint})" for p in info.value.problems]
+
+
+def loads(text: str) -> Guard:
+    return Guard.from_yaml(text)
+
+
+# --- kinds in match: ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kind", "suggestion"), [
+    ("shel", "shell"), ("Shell", "shell"), ("file.raed", "file.read"), ("htp", "http"),
+    ("fil.*", "file.*"),
+])
+def test_unknown_match_kind_is_an_error_with_did_you_mean(kind: str, suggestion: str) -> None:
+    found = problems(f"version: 1\nrules:\n  - id: r\n    match: {{kind: '{kind}'}}\n")
+    assert any(f"unknown kind '{kind}'" in p and f"did you mean '{suggestion}'" in p
+               for p in found), found
+
+
+@pytest.mark.parametrize("kind", ["shell", "file", "file.*", "file.read", "unknown", "mcp"])
+def test_known_kinds_and_families_are_accepted_in_match(kind: str) -> None:
+    guard = loads(f"version: 1\nrules:\n  - id: r\n    match: {{kind: '{kind}'}}\n")
+    assert [r.id for r in guard.engine.rules] == ["r"]
+
+
+def test_a_family_selects_every_kind_in_it() -> None:
+    guard = loads("version: 1\nrules:\n  - id: no-files\n    match: {kind: file}\n")
+    assert guard.check("read_file", {"path": "a"}).effect is Effect.DENY
+    assert guard.check("write_file", {"path": "a"}).effect is Effect.DENY
+    assert guard.check("fetch", {"url": "https://a.test"}).effect is Effect.ALLOW
+
+
+def test_custom_kind_in_match_must_be_declared_in_tools() -> None:
+    found = problems("version: 1\nrules:\n  - id: r\n    match: {kind: crm.write}\n")
+    assert any("unknown kind 'crm.write'" in p and "declared in tools:" in p for p in found)
+
+
+@pytest.mark.parametrize("kind", ["crm.write", "crm", "crm.*"])
+def test_declared_custom_kind_and_its_family_are_accepted(kind: str) -> None:
+    guard = loads("version: 1\ntools:\n  crm_update: {kind: crm.write}\nrules:\n"
+                  f"  - id: r\n    match: {{kind: '{kind}'}}\n    effect: ask\n")
+    assert guard.check("crm_update", {}).effect is Effect.ASK
+
+
+# --- kinds in tools: ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kind", "suggestion"), [
+    ("shel", "shell"), ("Shell", "shell"), ("file.raed", "file.read"), ("File.Read", "file.read"),
+])
+def test_profile_kind_slip_is_an_error_with_did_you_mean(kind: str, suggestion: str) -> None:
+    found = problems(f"version: 1\ntools:\n  runner: {{kind: '{kind}'}}\n")
+    assert any(f"did you mean '{suggestion}'" in p for p in found), found
+
+
+@pytest.mark.parametrize("kind", ["crm.write", "http.post", "file.delete", "mcp.admin"])
+def test_dotted_custom_profile_kinds_are_accepted(kind: str) -> None:
+    guard = loads(f"version: 1\ntools:\n  t: {{kind: '{kind}'}}\n")
+    assert guard.profile("t").kind == kind
+
+
+# --- permission names --------------------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "suggestion"), [
+    ("Bsh", "Bash"), ("bash", "Bash"), ("BASH", "Bash"), ("read", "Read"), ("WebFech", "WebFetch"),
+    ("Wrte", "Write"), ("grep", "Grep"),
+])
+def test_permission_name_that_looks_built_in_is_an_error(name: str, suggestion: str) -> None:
+    found = problems(f'version: 1\ndeny: ["{name}(x *)"]\n')
+    assert any(f"unknown permission name '{name}'" in p and f"did you mean '{suggestion}'" in p
+               and "declare it under tools:" in p for p in found), found
+
+
+def test_bare_permission_name_slip_is_an_error_too() -> None:
+    assert any("did you mean 'Bash'" in p for p in problems('version: 1\nask: ["bash"]\n'))
+
+
+@pytest.mark.parametrize("item", ["Task", "LS", "TodoWrite", "sh(rm *)", "mcp__github__*",
+                                  "delete_repo", "Bash(rm -rf *)", "WebFetch(domain:x.test)"])
+def test_well_known_tool_names_and_built_ins_are_no_slip(item: str) -> None:
+    guard = loads(f'version: 1\ndeny: ["{item}"]\n')
+    assert len(guard.engine.rules) == 1
+
+
+def test_declared_tool_named_like_a_built_in_is_accepted() -> None:
+    guard = loads('version: 1\ntools:\n  bash: {kind: shell}\ndeny: ["bash(rm -rf *)"]\n')
+    assert len(guard.engine.rules) == 1
+
+
+def test_declared_tool_pattern_is_read_by_its_kind_not_as_text() -> None:
+    guard = loads('version: 1\ntools:\n  bash: {kind: shell}\ndeny: ["bash(rm -rf *)"]\n')
+    assert guard.check("bash", {"command": "ls && rm -rf /"}).effect is Effect.DENY
+    assert guard.check("bash", {"command": "rm -fr build"}).effect is Effect.DENY
+    assert guard.check("bash", {"command": "ls -la"}).effect is Effect.ALLOW
+
+
+def test_declared_tool_pattern_governs_that_tool_only() -> None:
+    guard = loads('version: 1\ntools:\n  bash: {kind: shell}\ndeny: ["bash(rm -rf *)"]\n')
+    assert guard.check("run_shell_command", {"command": "rm -rf /"}).effect is Effect.ALLOW
+
+
+def test_declared_tool_allow_string_covers_only_what_its_patterns_cover() -> None:
+    guard = loads("version: 1\ndefault: deny\ntools:\n  bash: {kind: shell}\n"
+                  'allow: ["bash(ls *)"]\n')
+    assert guard.check("bash", {"command": "ls -la"}).effect is Effect.ALLOW
+    assert guard.check("bash", {"command": "ls && rm -rf /"}).effect is Effect.DENY
+
+
+def test_pattern_on_a_tool_with_no_primary_argument_is_an_error() -> None:
+    found = problems('version: 1\ntools:\n  crm_update: {kind: crm.write}\n'
+                     'deny: ["crm_update(acme*)"]\n')
+    assert any("has no argument a pattern can match" in p for p in found), found
+
+
+def test_pattern_on_an_unknown_tool_is_an_error_naming_tools() -> None:
+    found = problems('version: 1\ndeny: ["deploy_service(prod*)"]\n')
+    assert any("has no argument a pattern can match" in p and "tools:" in p for p in found)
+
+
+def test_pattern_on_a_well_known_tool_name_is_read_by_its_default_kind() -> None:
+    guard = loads('version: 1\ndeny: ["run_shell_command(rm -rf *)"]\n')
+    assert guard.check("run_shell_command", {"command": "ls && rm -rf /"}).effect is Effect.DENY
+
+
+def test_glob_of_tool_names_with_a_pattern_still_matches_text() -> None:
+    guard = loads('version: 1\ndeny: ["mcp__fs__*(/etc/*)"]\n')
+    assert guard.check("mcp__fs__read_file", {"path": "/etc/passwd"}).effect is Effect.DENY
+    assert guard.check("mcp__fs__read_file", {"path": "/tmp/x"}).effect is Effect.ALLOW
+
+
+def test_slips_in_an_extended_policy_are_reported_in_that_file(tmp_path) -> None:
+    (tmp_path / "base.yaml").write_text('version: 1\ndeny: ["Bsh(rm *)"]\n')
+    (tmp_path / "p.yaml").write_text("version: 1\nextends: base.yaml\n")
+    with pytest.raises(PolicyError) as info:
+        Guard.from_file(tmp_path / "p.yaml")
+    assert f"{tmp_path / 'base.yaml'}:2" in str(info.value)
+    assert "did you mean 'Bash'" in str(info.value)
