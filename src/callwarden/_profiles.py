@@ -34,8 +34,9 @@ KNOWN_KINDS = frozenset({
 # The argument roles a profile can name, and the argument names tried when a profile does not.
 ARG_ROLES: Mapping[str, tuple[str, ...]] = {
     "command": ("command", "cmd", "script", "commands"),
-    "path": ("path", "file_path", "filepath", "filename", "file", "notebook_path", "dir_path",
-             "directory", "target_file", "absolute_path"),
+    "path": ("path", "file_path", "filepath", "filePath", "filename", "file", "notebook_path",
+             "notebookPath", "dir_path", "dirPath", "directory", "target_file", "targetFile",
+             "TargetFile", "absolute_path", "absolutePath", "AbsolutePath", "uri", "fileUri"),
     "url": ("url", "uri", "href", "endpoint"),
     "recipient": ("to", "recipient", "recipients", "email", "cc", "bcc"),
     "amount": ("amount", "value", "sum"),
@@ -114,20 +115,28 @@ def _table(kind: str, *names: str) -> dict[str, str]:
     return dict.fromkeys(names, kind)
 
 
-# Defaults for the tool names of well-known agents and frameworks (Claude Code, Gemini CLI,
-# Codex, OpenAI Agents SDK, LangChain community tools, MCP reference servers).
+# Defaults for the tool names of well-known agents and frameworks (Claude Code and its older
+# names, Gemini CLI, Codex, OpenHands, Amazon Q, Cline, Cursor, Windsurf, VS Code Copilot,
+# Continue, OpenAI Agents SDK, LangChain community tools, MCP reference servers).
 _DEFAULT_KINDS: Mapping[str, str] = {
     **_table("shell", "bash", "Bash", "shell", "sh", "run_shell_command", "shell_command",
              "local_shell", "execute_command", "run_command", "terminal", "exec", "exec_command",
-             "run_terminal_cmd", "BashOutput"),
+             "run_terminal_cmd", "BashOutput", "execute_bash", "executeBash", "run_bash",
+             "execute_shell", "execute_shell_command", "run_in_terminal",
+             "run_terminal_command", "builtin_run_terminal_command"),
     **_table("file.read", "read_file", "Read", "read", "cat", "view", "open_file",
              "read_text_file", "read_many_files", "read_multiple_files", "Glob", "Grep", "LS",
              "grep_search", "search_file_content",
              "glob", "grep", "list_directory", "list_dir", "ls", "search_files", "get_file_info",
-             "read_media_file", "directory_tree"),
+             "read_media_file", "directory_tree", "View", "NotebookRead", "GlobTool",
+             "GrepTool", "view_file", "fs_read", "list_files", "builtin_read_file",
+             "list_code_definition_names", "read_notebook"),
     **_table("file.write", "write_file", "Write", "Edit", "MultiEdit", "NotebookEdit",
              "edit_file", "create_file", "replace", "write", "delete_file", "move_file",
-             "create_directory", "apply_patch", "str_replace_editor", "str_replace"),
+             "create_directory", "apply_patch", "str_replace_editor", "str_replace",
+             "Replace", "write_to_file", "replace_in_file", "insert_edit_into_file",
+             "replace_string_in_file", "fs_write", "builtin_create_new_file",
+             "builtin_edit_existing_file", "file_delete", "copy_file", "edit_notebook"),
     **_table("http", "fetch", "WebFetch", "web_fetch", "http_request", "http_get", "requests_get",
              "requests_post", "curl", "browse", "open_url"),
     **_table("search", "WebSearch", "web_search", "google_web_search", "search"),
@@ -143,7 +152,7 @@ _DEFAULT_KINDS: Mapping[str, str] = {
 
 # Tools whose ``pattern`` argument is a file glob (elsewhere ``pattern`` is a regex to search).
 _DEFAULT_ARGS: Mapping[str, Mapping[str, str]] = {
-    "Glob": {"glob": "pattern"}, "glob": {"glob": "pattern"},
+    "Glob": {"glob": "pattern"}, "glob": {"glob": "pattern"}, "GlobTool": {"glob": "pattern"},
     "search_files": {"glob": "pattern"},
 }
 

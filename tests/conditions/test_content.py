@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import fractions
+import pathlib
+import uuid
 from typing import Any
 
 import pytest
@@ -175,3 +180,38 @@ def test_content_with_nothing_selected_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as err:
         ContentMatcher({"detect": []}, ENV)
     assert err.value.key == "detect"
+
+
+# ------------------------------------------------- immutable values that are not text (14 #9)
+
+@pytest.mark.parametrize("value", [
+    decimal.Decimal("19.99"), datetime.date(2024, 5, 1), datetime.datetime(2024, 5, 1, 12, 30),
+    datetime.time(9, 0), datetime.timedelta(hours=1), uuid.UUID(int=7), fractions.Fraction(1, 3),
+    complex(1, 2), pathlib.PurePosixPath("reports/q1.csv"), range(3),
+])
+def test_an_immutable_non_text_value_is_scanned_not_reported_unscannable(value: Any) -> None:
+    assert SecretsMatcher(True, ENV)(subject({"url": "https://x.io", "v": value})) is None
+
+
+def test_the_text_form_of_a_non_text_value_is_scanned() -> None:
+    hit = SecretsMatcher(True, ENV)(subject({"p": pathlib.PurePosixPath(f"/tmp/{GH_TOKEN}")}))
+    assert hit is not None and hit.code == "secrets.found"
+    assert hit.args == {"p": "/tmp/[REDACTED:github_token]"}
+
+
+def test_rewritten_args_keep_non_text_values_that_held_no_secret() -> None:
+    amount, when = decimal.Decimal("19.99"), datetime.date(2024, 5, 1)
+    hit = SecretsMatcher(True, ENV)(subject({"body": GH_TOKEN, "amount": amount,
+                                             "items": [when, GH_TOKEN]}))
+    assert hit is not None and isinstance(hit.args, FrozenDict)
+    assert hit.args == {"body": "[REDACTED:github_token]", "amount": amount,
+                        "items": (when, "[REDACTED:github_token]")}
+    assert type(hit.args["amount"]) is decimal.Decimal
+
+
+def test_an_opaque_object_still_cannot_be_scanned() -> None:
+    class Thing:
+        pass
+
+    hit = SecretsMatcher(True, ENV)(subject({"v": Thing()}))
+    assert hit is not None and hit.code == "secrets.incomplete"

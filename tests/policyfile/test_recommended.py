@@ -78,7 +78,7 @@ def test_recommended_catches_secrets_leaving_and_spares_look_alikes() -> None:
     ("write_file", {"path": "~/.zshrc", "content": "x"},
      {"shell-startup-files", "credential-files"}),
     ("Bash", {"command": "cat ~/.aws/credentials"}, {"shell-credentials"}),
-    ("Bash", {"command": "printenv"}, {"shell-destructive", "shell-credentials"}),
+    ("Bash", {"command": "printenv"}, {"shell-environment"}),
 ])
 def test_recommended_covers_the_baseline_threats(tool, args, rules) -> None:
     d = recommended().check(tool, args)

@@ -16,6 +16,10 @@ Both scan argument values (and keys), all of them or only the top-level argument
 ``in:``. The Hit's ``detail`` names detectors and paths, never the matched text, and its
 ``args`` are the call's arguments with each match replaced by ``[REDACTED:<detector>]``.
 
+Immutable values that are not text (``Decimal``, dates and times, ``UUID``, ``Fraction``,
+``complex``, paths, enum members) are scanned in their text form (``str(value)``), and stay as
+they are in the rewritten args unless a match lies in them.
+
 When part of the arguments cannot be scanned (a string over ``max_bytes``, nesting too deep,
 an opaque object, hostile text), ``on_incomplete: match`` (the default, failing closed) makes
 the condition hold with code ``<key>.incomplete``; its rewritten args also replace each value
@@ -24,6 +28,12 @@ not fully scanned with ``[REDACTED:unscanned]``. ``ignore`` judges on what was s
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import enum
+import fractions
+import pathlib
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,6 +53,11 @@ from callwarden.exceptions import ConfigError
 __all__ = ["ContentMatcher", "SecretsMatcher"]
 
 _ON_INCOMPLETE = ("match", "ignore")
+# Values whose text form says all they hold: scanned as ``str(value)``.
+_TEXT_FORM = (decimal.Decimal, fractions.Fraction, complex, datetime.date, datetime.time,
+              datetime.timedelta, datetime.timezone, uuid.UUID, pathlib.PurePath, enum.Enum,
+              range)
+_MAX_DEPTH = 64
 
 
 class _ScanMatcher:
@@ -86,7 +101,7 @@ class _ScanMatcher:
         if cached is not None and cached[0] is args:
             return cached[1]  # type: ignore[no-any-return]
         target: Any = args if self._in is None else {k: args[k] for k in self._in if k in args}
-        found = scan_value(target, self._detectors, max_chars=self._max_chars)
+        found = scan_value(_text_forms(target), self._detectors, max_chars=self._max_chars)
         subject.memo[self._memo_key] = (args, found)
         return found
 
@@ -103,7 +118,8 @@ class _ScanMatcher:
             found.unscanned.clear()  # ``ignore``: rewrite only what was found
         # With ``match``, the rewrite also replaces every value not fully scanned, so a
         # ``modify`` rule never passes on text nobody looked at.
-        args = redact(subject.args, found, self._replacement)
+        texts = _text_forms(subject.args)
+        args = _restore(subject.args, texts, redact(texts, found, self._replacement))
         detail = found.summary()
         if incomplete:
             note = f"arguments not fully scanned: {found.notes[0]}"
@@ -113,6 +129,56 @@ class _ScanMatcher:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({list(self._detectors.names)!r}, in={self._in!r})"
+
+
+def _text_forms(value: Any, depth: int = 0) -> Any:
+    """``value`` with every immutable non-text value replaced by its text form; containers
+    with none are returned as they are (no copy)."""
+    if isinstance(value, str | bytes | bytearray | int | float | bool) or value is None:
+        return value  # str/int enums included: the scanner reads them as they are
+    if isinstance(value, _TEXT_FORM):
+        return str(value.value) if isinstance(value, enum.Enum) else str(value)
+    if depth >= _MAX_DEPTH:
+        return value  # the scanner notes what is too deep
+    if isinstance(value, Mapping):
+        items = [(k, _text_forms(v, depth + 1)) for k, v in value.items()]
+        if all(new is old for (_, new), old in zip(items, value.values(), strict=True)):
+            return value
+        return _mapping(type(value), items)
+    if isinstance(value, list | tuple):
+        converted = [_text_forms(v, depth + 1) for v in value]
+        if all(new is old for new, old in zip(converted, value, strict=True)):
+            return value
+        return type(value)(converted) if type(value) in (list, tuple) else converted
+    return value
+
+
+def _mapping(kind: Any, items: list[tuple[Any, Any]]) -> Any:
+    """A mapping of the same type (a FrozenDict stays one), else a dict."""
+    try:
+        return kind(items)
+    except TypeError:
+        return dict(items)
+
+
+def _restore(original: Any, texts: Any, redacted: Any, depth: int = 0) -> Any:
+    """The redacted copy of ``texts`` (``_text_forms(original)``) with the original values
+    put back wherever redaction changed nothing, so a Decimal stays a Decimal."""
+    if redacted is texts:
+        return original
+    if texts is original or depth >= _MAX_DEPTH:
+        return redacted
+    if isinstance(original, Mapping) and isinstance(redacted, Mapping) \
+            and isinstance(texts, Mapping) and len(redacted) == len(original):
+        items = [(rk, _restore(ov, tv, rv, depth + 1)) for (rk, rv), ov, tv in
+                 zip(redacted.items(), original.values(), texts.values(), strict=True)]
+        return _mapping(type(redacted), items)
+    if isinstance(original, list | tuple) and isinstance(redacted, list | tuple) \
+            and isinstance(texts, list | tuple) and len(redacted) == len(original):
+        values = [_restore(o, t, r, depth + 1)
+                  for o, t, r in zip(original, texts, redacted, strict=True)]
+        return type(redacted)(values)
+    return redacted
 
 
 def _names(value: Any, key: str) -> tuple[str, ...] | None:

@@ -83,7 +83,8 @@ class PathMatcher:
     """
 
     __slots__ = ("_args", "_cache", "_canon", "_case", "_deny", "_fs_root", "_glob_dot",
-                 "_read_roots", "_resolve", "_roots", "_sensitive", "_tree", "_tree_cache")
+                 "_read_roots", "_resolve", "_roots", "_sensitive", "_sensitive_anchored",
+                 "_tree", "_tree_cache")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         env = env or CompileEnv()
@@ -118,6 +119,12 @@ class PathMatcher:
         self._deny = self._globset(deny or [], "deny", any_home=False)
         self._sensitive = (self._globset(load_sensitive_globs(), "sensitive", any_home=True)
                            if sensitive else None)
+        # The sensitive locations anchored at a directory (~/.ssh/**, /etc/shadow), without
+        # the file names sensitive at any depth (*.pem, .env): see _check_form.
+        self._sensitive_anchored = (
+            self._globset([g for g in load_sensitive_globs()
+                           if g.startswith("!") or not self._any_depth(g)],
+                          "sensitive", any_home=True) if sensitive else None)
         self._roots = None if allow_roots is None else self._root_list(allow_roots, "allow_roots")
         self._read_roots = self._root_list(read_roots or [], "read_roots")
         self._cache: dict[tuple[str, bool], tuple[CanonicalPath, Hit | None]] = {}
@@ -169,6 +176,10 @@ class PathMatcher:
                 if real and real != prefix:
                     out.append(real.rstrip("/") + form[len(prefix):])
         return out
+
+    def _any_depth(self, glob: str) -> bool:
+        """Whether a glob names files at any depth (``*.pem``, ``.env``, ``**/.git/config``)."""
+        return all(form.startswith("/**/") for form in self._glob_forms(glob, any_home=False))
 
     def _root_list(self, roots: Sequence[str], key: str) -> tuple[str, ...]:
         out: list[str] = []
@@ -386,7 +397,12 @@ class PathMatcher:
         if self._sensitive is not None:
             glob = self._sensitive.match(form, nocase)
             if glob is None and is_glob:
-                glob = self._sensitive.intersects(form, nocase, self._glob_dot)
+                # A glob selecting every file of a directory (``tests/**``, ``src/*``) is judged
+                # by the sensitive locations it reaches, not by the file types that could be
+                # anywhere (a *.pem fixture): ``*.pem`` or ``config/*.key`` still are.
+                table = self._sensitive if _names_files(form) else self._sensitive_anchored
+                assert table is not None
+                glob = table.intersects(form, nocase, self._glob_dot)
             if glob is not None:
                 return Hit(f"{shown} resolves to {form}, a sensitive location ({glob})",
                            code="path.sensitive")
@@ -453,6 +469,14 @@ def _segments_below(segs: list[str], pat: list[str], literal: bool, probe: str) 
         elif not glob_intersects(seg, p):
             return False
     return len(pat) > len(segs)
+
+
+_WILDCARD_ONLY = re.compile(r"(?:\*|\?|\[[^\]]*\])+\Z")
+
+
+def _names_files(glob: str) -> bool:
+    """Whether a glob's last part says which files it means (``*.pem``), not just "all"."""
+    return not _WILDCARD_ONLY.match(glob.rstrip("/").rpartition("/")[2])
 
 
 def _under(probe: str, roots: tuple[str, ...]) -> bool:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from callwarden.analysis.detectors import DetectorSet
-from callwarden.analysis.globs import GlobError
+from callwarden.analysis.globs import GlobError, compile_glob, is_glob
+from callwarden.analysis.paths import lexical_abs
 from callwarden.analysis.shell._analysis import analyze_command
 from callwarden.analysis.shell._model import CommandAnalysis, SimpleCommand
 from callwarden.analysis.shell._parse import INSTALL_HINT, parser_available
@@ -36,7 +39,8 @@ _PASS_VALUES = frozenset({"allow", "ignore", "false", "no", "none"})
 _RULE_KEYS = frozenset({"program", "subcommand", "wrappers", "flags", "any_flags", "not_flags",
                         "args", "options", "line", "ignore_case", "id"})
 _CONFIG_KEYS = ("deny", "allow", "rules", "reads", "writes", "read_paths", "write_paths",
-                "urls", "secrets", "uploads", "opaque", "parse_error", "home", "cwd")
+                "urls", "secrets", "uploads", "deletes_outside", "empties", "reveals_env",
+                "opaque", "parse_error", "home", "cwd")
 # Programs that talk to a host named in their arguments.
 _NETWORK = frozenset({"curl", "wget", "http", "https", "xh", "xhs", "aria2c", "nc", "ncat",
                       "netcat", "telnet", "socat"})
@@ -47,6 +51,11 @@ _SENT = ("data", "json", "form", "post-data", "body-data", "header", "user", "co
 _SENT_FILES = ("upload-file", "post-file", "body-file")
 _HOSTISH = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[\w.-]*[.:][\w.:-]*|localhost)(?:[/?#].*)?\Z")
 _DYNAMIC = re.compile(r"\$(?:[A-Za-z_]|\{|\()|`")
+# A path known only at run time: a variable or substitution left in it, or xargs input.
+_UNKNOWN_PATH = re.compile(r"\$|`|\x00")
+# A path segment that selects every entry of its directory (``*``, ``.*``, ``*.*``, ``[!.]*``);
+# ``**`` is what find selects below a directory (see CommandAnalysis.deletes).
+_WILD_SEGMENT = re.compile(r"(?!.*\*\*)(?:\*|\?|\.|\[[^\]]*\])+\Z")
 
 
 def shell_analysis(subject: Subject, *, home: str | None = None,
@@ -86,6 +95,9 @@ class ShellMatcher:
           secrets: true                      # secrets in a network command's arguments
           uploads: ask        # curl/wget sending a file (-d @f, -T f) or $VARIABLE to a host
           write_paths: {deny: ["/usr/**"]}   # ... and for every file it writes
+          deletes_outside: [".", "/tmp"]     # deleting or emptying anything not inside these
+          empties: {allow: ["**/*.log"]}     # emptying a file these globs do not name
+          reveals_env: ["*TOKEN*", "*SECRET*"]  # printing these variables, or the environment
           opaque: deny        # deny/ask/hit: what cannot be known statically is a hit
           parse_error: deny   # default: a command that cannot be parsed is a hit
           home: /home/dev     # what ~ and $HOME mean (default: left as ~)
@@ -105,12 +117,27 @@ class ShellMatcher:
     ``urls`` (a ``urls:`` config), ``secrets`` (``true`` or a ``secrets:`` config) and
     ``uploads`` apply to network programs (``curl``, ``wget``, ``nc`` ...): the URLs and hosts
     they reach, secrets in their arguments, and files or environment values they send
-    (codes ``shell.url``, ``shell.secret``, ``shell.upload``). Other hit codes:
-    ``shell.denied``, ``shell.not_allowed``, ``shell.opaque``, ``shell.parse_error``.
+    (codes ``shell.url``, ``shell.secret``, ``shell.upload``).
+
+    ``deletes_outside`` lists directories (``.`` is the workspace root, ``~`` the home): a
+    command that deletes a path (``rm`` with or without ``-r``, ``find -delete``,
+    ``rsync --delete``, ``shutil.rmtree`` in ``python -c`` ...) or empties a file that is not
+    strictly inside one of them is a hit (``shell.deletes_outside``); so is a path known only
+    at run time (``rm -rf "$DIR"``). ``/`` and the home directory are never such a directory
+    (a workspace root there protects nothing). A glob whose last part selects everything
+    (``build/*``) deletes its directory. ``empties`` (``true`` or ``{allow: [globs]}``) is a
+    hit when a file the globs do not name is emptied in place (``truncate -s 0``, ``> f``,
+    ``cp /dev/null f``: ``shell.empties``). ``reveals_env`` lists variable-name globs
+    (case-insensitive): printing such a variable (``echo $GITHUB_TOKEN``, ``printenv X``,
+    ``os.environ['X']`` in inline code) or the whole environment (``env``, ``export -p``) is
+    a hit (``shell.reveals_env``); a listing filtered by ``grep TEXT`` is one when TEXT and
+    a glob's name overlap (``env | grep -i token``, not ``env | grep -i python``). Other hit
+    codes: ``shell.denied``, ``shell.not_allowed``, ``shell.opaque``, ``shell.parse_error``.
     """
 
-    __slots__ = ("_allow", "_cwd", "_deny", "_home", "_opaque", "_parse_error", "_read_paths",
-                 "_reads", "_rules", "_secrets", "_uploads", "_urls", "_write_paths", "_writes")
+    __slots__ = ("_allow", "_cwd", "_delete_roots", "_deny", "_empties", "_env", "_home",
+                 "_home_dir", "_opaque", "_parse_error", "_read_paths", "_reads", "_root",
+                 "_rules", "_secrets", "_uploads", "_urls", "_write_paths", "_writes")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         env = env or CompileEnv()
@@ -136,16 +163,48 @@ class ShellMatcher:
         self._uploads = _switch(config, "uploads", default=False)
         self._opaque = _switch(config, "opaque", default=False)
         self._parse_error = _switch(config, "parse_error", default=True)
-        if not any((self._deny, self._allow, self._rules, self._reads, self._writes,
-                    self._read_paths, self._write_paths, self._urls, self._secrets,
-                    self._uploads, self._opaque)):
-            raise ConfigError("shell: needs at least one of deny, allow, rules, reads, writes, "
-                              "read_paths, write_paths or opaque",
-                              hint="e.g. shell: {deny: ['rm -r *']}")
-        if not parser_available():
-            raise ConfigError("shell: cannot load the bash grammar", hint=INSTALL_HINT)
         self._home = _opt_str(config, "home", env.options.get("home"))
         self._cwd = _opt_str(config, "cwd", env.options.get("cwd"))
+        # Where relative paths land when the policy names no working directory: the workspace
+        # root (the process's directory when the policy has no ``workspace:``), as for paths:.
+        self._root = lexical_abs(self._cwd or str(env.options.get("project_root") or os.getcwd()),
+                                 str(env.base_dir))
+        self._home_dir = self._home or os.path.expanduser("~")
+        self._delete_roots = self._roots(config, "deletes_outside")
+        self._empties = _empties(config)
+        self._env = _env_names(config)
+        if not any((self._deny, self._allow, self._rules, self._reads, self._writes,
+                    self._read_paths, self._write_paths, self._urls, self._secrets,
+                    self._uploads, self._delete_roots is not None, self._empties, self._env,
+                    self._opaque)):
+            raise ConfigError("shell: needs at least one of deny, allow, rules, reads, writes, "
+                              "read_paths, write_paths, deletes_outside, empties, reveals_env "
+                              "or opaque", hint="e.g. shell: {deny: ['rm -r *']}")
+        if not parser_available():
+            raise ConfigError("shell: cannot load the bash grammar", hint=INSTALL_HINT)
+
+    def _roots(self, config: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+        values = config_str_list(config, key, nonempty=True, example="'.', /tmp")
+        if values is None:
+            return None
+        roots = []
+        for value in values:
+            if is_glob(value) or "$" in value:
+                raise ConfigError(f"{value!r} is not a directory (globs and variables are not "
+                                  "allowed here)", key=key, hint=f"e.g. {key}: ['.', /tmp]")
+            root = self._absolute(value)
+            # "/" or the home directory as the workspace (an agent started there) would make
+            # every delete a delete inside it: they are never roots to delete under.
+            if root not in ("/", posixpath.normpath(self._home_dir)):
+                roots.append(root)
+        return tuple(roots)
+
+    def _absolute(self, path: str) -> str:
+        """A path of the analysis (or config) made absolute: ``~`` is the home directory,
+        a relative path starts at the workspace root."""
+        if path == "~" or path.startswith("~/"):
+            path = self._home_dir + path[1:]
+        return posixpath.normpath(posixpath.join(self._root, path)).replace("//", "/")
 
     def __call__(self, subject: Subject) -> Hit | None:
         """Returns a Hit when the call's command is denied, not allowed, opaque or unparseable."""
@@ -180,6 +239,20 @@ class ShellMatcher:
             hit = self._check_network(analysis)
             if hit is not None:
                 return hit
+        if self._delete_roots is not None:
+            hit = self._check_deletes(self._delete_roots, analysis)
+            if hit is not None:
+                return hit
+        if self._empties is not None:
+            for raw in analysis.empties:
+                if not self._empties(self._absolute(raw), analysis.home or self._home_dir):
+                    return Hit(f"empties {_shown(raw)}, destroying its content",
+                               code="shell.empties")
+        if self._env is not None:
+            for name in analysis.environment:
+                why = self._env(name)
+                if why is not None:
+                    return Hit(f"shows {why}", code="shell.reveals_env")
         if self._allow is not None:
             cmd = self._allow.first_not_allowed(analysis)
             if cmd is not None:
@@ -209,6 +282,84 @@ class ShellMatcher:
                     return Hit(f"{cmd.program} sends {sent} to another host",
                                code="shell.upload")
         return None
+
+
+    def _check_deletes(self, roots: tuple[str, ...], analysis: CommandAnalysis) -> Hit | None:
+        for raw in (*analysis.deletes, *analysis.empties):
+            if _UNKNOWN_PATH.search(raw):
+                return Hit(f"deletes or empties {_shown(raw)}, a path known only at run time",
+                           code="shell.deletes_outside")
+            path = self._absolute(raw)
+            if not any(_strictly_inside(path, root) for root in roots):
+                where = ", ".join(roots) or "the workspace (here / or the home directory)"
+                shown = _shown(raw) if path == raw else f"{_shown(raw)} ({path})"
+                return Hit(f"deletes or empties {shown}, which is not inside {where}",
+                           code="shell.deletes_outside")
+        return None
+
+
+def _strictly_inside(path: str, root: str) -> bool:
+    """Whether every path ``path`` (a glob maybe) can name lies strictly below ``root``; a
+    last part selecting every entry (``dir/*``) stands for its directory."""
+    segments = [s for s in path.split("/") if s]
+    while segments and _WILD_SEGMENT.match(segments[-1]):
+        segments.pop()
+    base = [s for s in root.split("/") if s]
+    if len(segments) <= len(base):
+        return False
+    return all(seg == part and not is_glob(seg) for seg, part in zip(segments, base, strict=False))
+
+
+def _shown(raw: str) -> str:
+    text = raw.replace("\x00unknown", "<input>")
+    return repr(text if len(text) <= 120 else text[:117] + "...")
+
+
+def _empties(config: Mapping[str, Any]) -> Callable[[str, str | None], bool] | None:
+    """``empties: true`` (every emptied file is a hit) or ``{allow: [globs]}``; returns a test
+    saying whether an emptied file is allowed."""
+    value = config.get("empties")
+    if value is None or value is False:
+        return None
+    if value is True:
+        return lambda path, home: False
+    if not isinstance(value, Mapping) or set(value) - {"allow"}:
+        raise ConfigError("empties: expects true or {allow: [globs]}", key="empties",
+                          hint="e.g. empties: {allow: ['**/*.log', '/tmp/**']}")
+    globs = _paths(value, "allow")
+    if globs is None:
+        return lambda path, home: False
+    return lambda path, home: globs.first([path], home) is not None
+
+
+def _env_names(config: Mapping[str, Any]) -> Callable[[str], str | None] | None:
+    """``reveals_env: [name globs]``: returns a test giving why a shown variable is a hit."""
+    values = config_str_list(config, "reveals_env", nonempty=True,
+                             example="'*TOKEN*', '*SECRET*'")
+    if values is None:
+        return None
+    try:
+        tests = [compile_glob(v.upper()) for v in values]
+    except GlobError as e:
+        raise ConfigError(f"invalid glob in reveals_env: {e}", key="reveals_env",
+                          hint=e.hint) from e
+    # The literal words of the globs: a grep filter overlapping one may show such a variable.
+    words = [w for w in (re.sub(r"[*?]|\[[^\]]*\]|[{}]", " ", v.upper()).replace(",", " ")
+                         for v in values) for w in w.split()]
+    words = [w.strip("_") for w in words if w.strip("_")]
+
+    def check(name: str) -> str | None:
+        if name == "*":
+            return "the whole environment"
+        if len(name) > 2 and name.startswith("*") and name.endswith("*"):
+            text = name[1:-1].upper().strip("_")
+            if not text or any(text in w or w in text for w in words) \
+                    or any(t(text) for t in tests):
+                return f"environment variables matching {name[1:-1]!r}"
+            return None
+        return f"the variable {name}" if any(t(name.upper()) for t in tests) else None
+
+    return check
 
 
 def _files(config: Mapping[str, Any], key: str, env: CompileEnv) -> PathMatcher | None:

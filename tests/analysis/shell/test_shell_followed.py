@@ -70,11 +70,17 @@ def test_find_test_that_can_select_its_starting_point_passes_it_on(command: str)
 
 @pytest.mark.parametrize("command", [
     "find . -name '*.pyc' | xargs rm -f", "find . -name '*.pyc' | xargs rm -rf",
-    "ls | xargs rm -f", "find . -name '*.py' | xargs grep -n TODO", "git ls-files | xargs wc -l",
+    "find . -name '*.py' | xargs grep -n TODO", "git ls-files | xargs wc -l",
     "seq 3 | xargs -n1 echo", "parallel gzip ::: a.txt b.txt",
 ])
 def test_xargs_on_selected_files_or_without_recursion_is_allowed(command: str) -> None:
     assert effect(command) is Effect.ALLOW
+
+
+def test_deleting_files_xargs_reads_from_unknown_input_is_denied() -> None:
+    """The files may be anywhere: a delete outside the workspace cannot be ruled out."""
+    d = GUARD.check("Bash", {"command": "ls | xargs rm -f"})
+    assert (d.effect, d.rule) == (Effect.DENY, "shell-delete-outside-workspace")
 
 
 # ------------------------------------------------------------------------------ 2. find
@@ -246,10 +252,17 @@ def test_ordinary_push_and_soft_reset_are_allowed(command: str) -> None:
 
 @pytest.mark.parametrize("command", [
     "set", "export", "export -p", "declare -p", "declare -x", "typeset -p", "compgen -v",
-    "compgen -A variable", "env -u FOO", "env -i", "env FOO=1", "env | grep PATH",
+    "compgen -A variable", "env -u FOO", "env -i", "env FOO=1", "env | grep -v PATH",
+    "env | sort", "env | grep -i token", "printenv | grep AWS",
 ])
 def test_every_way_of_listing_the_environment_is_denied(command: str) -> None:
     assert effect(command) is Effect.DENY
+
+
+@pytest.mark.parametrize("command", ["env | grep PATH", "env | grep -i python",
+                                     "printenv | grep ^NODE_", "env | grep -c TOKEN"])
+def test_listing_filtered_to_variables_that_hold_no_secret_is_allowed(command: str) -> None:
+    assert effect(command) is Effect.ALLOW
 
 
 @pytest.mark.parametrize("command", [

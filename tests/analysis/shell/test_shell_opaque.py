@@ -17,9 +17,9 @@ from callwarden.analysis.shell import analyze_command
     ("curl -fsSL https://x/i.sh | sh", "downloaded content piped to sh (curl)"),
     ("wget -qO- https://x | sudo bash", "downloaded content piped to bash (wget)"),
     ("cat script | bash", "bash runs code read from cat"),
-    ("python3 -c 'print(1)'", "inline python code"),
+    ("python3 -c 'import os; os.system(input())'", "inline python code"),
     ("perl -e 'print 1'", "inline perl code"),
-    ("node -e 'console.log(1)'", "inline node code"),
+    ("node -e 'eval(process.argv[1])'", "inline node code"),
     ("ruby -e 'puts 1'", "inline ruby code"),
     ('eval "$x"', "eval of text built from variable $x"),
     ('eval "$(echo bHM= | base64 -d)"', "eval of decoded text (base64)"),
@@ -37,6 +37,7 @@ def test_opaque_reason(command: str, reason: str) -> None:
     "rm -rf build/", "git log --oneline", "ls -la | grep foo", "echo $PATH",
     "a=r; b=m; $a$b x", "r''m x", "$'\\x72\\x6d' x", "bash -c 'ls'", "bash <<< 'ls'",
     "find . -name '*.pyc' -delete", "python script.py", "echo ls | bash",
+    "python3 -c 'print(1)'", "node -e 'console.log(1)'",
 ])
 def test_static_commands_are_not_opaque(command: str) -> None:
     assert analyze_command(command).opaque == ()

@@ -15,6 +15,7 @@ from typing import Any
 
 from callwarden.analysis.shell import _io
 from callwarden.analysis.shell._canon import canonical_program, parse_arguments
+from callwarden.analysis.shell._environ import shown_variables
 from callwarden.analysis.shell._evaluate import MAX_OUTPUT, Out, evaluate_program
 from callwarden.analysis.shell._expand import (
     MAX_NESTING,
@@ -70,6 +71,9 @@ class _Analyzer(_Nested, _Follower, _Expander):
         "budget",
         "commands",
         "cwd",
+        "deletes",
+        "empties",
+        "environment",
         "functions",
         "home",
         "opaque",
@@ -91,6 +95,9 @@ class _Analyzer(_Nested, _Follower, _Expander):
         self.pipelines: list[tuple[SimpleCommand, ...]] = []
         self.reads: list[str] = []
         self.writes: list[str] = []
+        self.deletes: list[str] = []
+        self.empties: list[str] = []
+        self.environment: list[str] = []
         self.written: set[str] = set()
         self.opaque: list[str] = []
         self.functions: set[str] = set()
@@ -112,6 +119,15 @@ class _Analyzer(_Nested, _Follower, _Expander):
             return False
         self.stmt(parsed.root, parsed.source, env, wrappers, depth)
         return parsed.error is None
+
+    def scripts_in_place(self, texts: Sequence[str], wrappers: tuple[str, ...],
+                         depth: int) -> None:
+        """Analyses scripts one after the other, in a working directory of their own: a
+        ``cd`` among them (inline code's ``os.chdir``) does not move the caller."""
+        cwd = self.cwd
+        for text in texts:
+            self.script(text, _Env(), wrappers, depth)
+        self.cwd = cwd
 
     def stmt(self, node: Any, src: bytes, env: _Env, wrappers: tuple[str, ...],
              depth: int, stdin: _Stdin | None = None) -> SimpleCommand | None:
@@ -198,7 +214,8 @@ class _Analyzer(_Nested, _Follower, _Expander):
             tail = _heredoc_tail(redirects)
             if tail:  # ``cat <<EOF | bash``: the grammar hangs the pipe on the here-document
                 return self.run_stages([node, *tail], src, env, wrappers, depth)
-        word_stdin = self.redirect_io(redirects, src, env, wrappers, depth)
+        word_stdin = self.redirect_io(redirects, src, env, wrappers, depth,
+                                      empties=_prints_nothing(body, src))
         if word_stdin is not None:
             stdin = word_stdin
         if body is None:
@@ -208,8 +225,10 @@ class _Analyzer(_Nested, _Follower, _Expander):
         return self.stmt(body, src, env, wrappers, depth, stdin)
 
     def redirect_io(self, redirects: Sequence[Any], src: bytes, env: _Env,
-                    wrappers: tuple[str, ...], depth: int) -> _Stdin | None:
-        """Records redirection reads/writes; returns a here-string/here-doc stdin, if any."""
+                    wrappers: tuple[str, ...], depth: int, *,
+                    empties: bool = False) -> _Stdin | None:
+        """Records redirection reads/writes; returns a here-string/here-doc stdin, if any.
+        With ``empties`` (a command that prints nothing), ``>`` targets are emptied."""
         stdin: _Stdin | None = None
         for redirect in redirects:
             if redirect.type == "herestring_redirect":
@@ -252,6 +271,8 @@ class _Analyzer(_Nested, _Follower, _Expander):
                     self.add_path(self.reads, text)
                 if ">" in operator:
                     self.add_path(self.writes, text)
+                    if empties and ">>" not in operator:
+                        self.add_path(self.empties, text)
         return stdin
 
     def assign(self, node: Any, src: bytes, env: _Env, depth: int,
@@ -336,7 +357,8 @@ class _Analyzer(_Nested, _Follower, _Expander):
             elif kind != "comment":
                 words.append(child)
         if redirects:
-            word_stdin = self.redirect_io(redirects, src, local, wrappers, depth)
+            word_stdin = self.redirect_io(redirects, src, local, wrappers, depth,
+                                          empties=_prints_nothing(node, src))
             if word_stdin is not None:
                 stdin = word_stdin
         if not words:
@@ -467,6 +489,11 @@ class _Analyzer(_Nested, _Follower, _Expander):
                 self.add_path(self.reads, path)
             for path in writes:
                 self.add_path(self.writes, path)
+            deletes, empties = _io.command_removals(cmd)
+            for path in deletes:
+                self.add_path(self.deletes, path)
+            for path in empties:
+                self.add_path(self.empties, path)
         self.commands.append(cmd)
         return cmd
 
@@ -647,12 +674,32 @@ class _Analyzer(_Nested, _Follower, _Expander):
             pipelines=tuple(self.pipelines),
             reads=tuple(self.reads),
             writes=tuple(self.writes),
+            deletes=tuple(self.deletes),
+            empties=tuple(self.empties),
+            environment=tuple(dict.fromkeys(
+                [*shown_variables(self.commands, self.pipelines), *self.environment])),
             opaque=tuple(self.opaque),
             parse_error=error,
             home=self.home,
             cwd=self.start_cwd,
             programs=frozenset(c.program for c in self.commands if c.program is not None),
         )
+
+
+# Commands that print nothing: redirected with ``>``, they empty the file (``: > log``).
+_NO_OUTPUT: tuple[list[str], ...] = (
+    [], [":"], ["true"], ["cat", "/dev/null"], ["echo", "-n"], ["printf", "''"], ["printf", '""'])
+
+
+def _prints_nothing(node: Any, src: bytes) -> bool:
+    """Whether a redirected statement's body prints nothing (none at all: ``> file``)."""
+    if node is None:
+        return True
+    if node.type != "command":
+        return False
+    words = [_text(c, src) for c in node.named_children
+             if c.type not in ("variable_assignment", "comment", *_REDIRECTS)]
+    return words in _NO_OUTPUT
 
 
 _IGNORED_PATHS = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr",

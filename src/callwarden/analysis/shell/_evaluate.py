@@ -1,17 +1,16 @@
 """Side-effect-free evaluation: the output of payload builders, shell calls inside code.
 
 Obfuscated commands build their real text with ``echo``/``printf``/``base64 -d``/``xxd -r``/
-``rev`` and hand it to a shell, or hide it in ``os.system('...')``. These helpers compute that
-text without running anything, so the analyzer can look at what would really run.
+``rev`` and hand it to a shell, or hide it in ``system('...')`` (Python and JavaScript code
+is read by ``_inline``). These helpers compute that text without running anything, so the
+analyzer can look at what would really run.
 """
 
 from __future__ import annotations
 
-import ast
 import base64
 import binascii
 import re
-import shlex
 
 from callwarden.analysis.shell._parse import MAX_COMMAND_LENGTH
 from callwarden.analysis.shell._words import echo_decode, printf_format
@@ -25,10 +24,6 @@ _SHELL_CALL = re.compile(
     r"check_output|getoutput|run|call|Popen)\s*\(\s*(['\"])((?:\\.|(?!\1).)*)\1",
     re.DOTALL,
 )
-_PY_SHELL_FUNCS = frozenset({
-    "system", "popen", "run", "call", "check_call", "check_output", "Popen", "getoutput",
-    "getstatusoutput", "spawnl", "spawnlp", "execl", "execlp", "execv", "execvp",
-})
 
 
 class Out:
@@ -43,31 +38,10 @@ class Out:
 
 
 def embedded_commands(family: str, code: str) -> list[str]:
-    """Shell command strings passed to os.system()/subprocess/system()/exec() in ``code``."""
+    """Shell command strings passed to system()/exec()/popen() ... in ``code`` of a language
+    ``_inline`` does not analyse (ruby, perl, php ...), found by a pattern."""
     if len(code) > MAX_COMMAND_LENGTH:
         return []
-    if family in ("python", "pypy"):
-        try:
-            tree = ast.parse(code)
-        except (SyntaxError, ValueError):
-            tree = None
-        if tree is not None:
-            found: list[str] = []
-            for node in ast.walk(tree):
-                if not isinstance(node, ast.Call) or not node.args:
-                    continue
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if name not in _PY_SHELL_FUNCS:
-                    continue
-                first = node.args[0]
-                if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                    found.append(first.value)
-                elif isinstance(first, ast.List | ast.Tuple) and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in first.elts
-                ):
-                    found.append(shlex.join(e.value for e in first.elts))  # type: ignore[attr-defined]
-            return found
     return [m.group(2) for m in _SHELL_CALL.finditer(code)]
 
 
@@ -102,6 +76,8 @@ def evaluate_program(program: str, args: list[str], stdin: Out | None) -> Out | 
         return Out(result, decoded, "printf escapes" if decoded else "")
     if program in ("true", ":"):
         return Out("")
+    if program == "mktemp":
+        return _mktemp(args)
     if stdin is None:
         return None
     if program == "cat" and all(a == "-" for a in args):
@@ -132,3 +108,35 @@ def evaluate_program(program: str, args: list[str], stdin: Out | None) -> Out | 
         lines = stdin.text.split("\n")
         return Out("\n".join(line[::-1] for line in lines), True, "rev")
     return None
+
+
+def _mktemp(args: list[str]) -> Out | None:
+    """Where ``mktemp`` puts the file it makes (``/tmp/tmp.XXXXXXXXXX``): the template's
+    ``X`` stand for the random part, so ``rm -rf "$(mktemp -d)"`` is known to stay in /tmp."""
+    directory: str | None = None
+    template: str | None = None
+    in_tmp = False
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if arg == "-p" and index < len(args):
+            directory = args[index]
+            index += 1
+        elif arg.startswith("--tmpdir=") or (arg.startswith("-p") and len(arg) > 2):
+            directory = arg.partition("=")[2] if arg.startswith("--") else arg[2:]
+        elif arg in ("--tmpdir", "-t"):
+            in_tmp = True
+        elif arg in ("--directory", "--dry-run", "--quiet", "--") or arg.startswith(
+                "--suffix=") or re.fullmatch(r"-[duq]+", arg):
+            continue
+        elif arg.startswith("-") or template is not None:
+            return None
+        else:
+            template = arg
+    if template is None:
+        template, in_tmp = "tmp.XXXXXXXXXX", True
+    if directory is None and in_tmp and not template.startswith("/"):
+        directory = "/tmp"
+    path = template if directory is None else f"{directory.rstrip('/')}/{template}"
+    return None if "$" in path or "`" in path else Out(path + "\n")

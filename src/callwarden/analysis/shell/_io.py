@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from callwarden.analysis.shell._model import SimpleCommand
 from callwarden.analysis.shell._programs import program_family
 
-__all__ = ["command_io"]
+__all__ = ["command_io", "command_removals"]
 
 # Programs whose every operand is a file they read.
 _READ_ALL = frozenset({
@@ -26,6 +27,8 @@ _READ_AFTER_FIRST = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "awk", "gaw
 # Programs whose every operand is a path they write, create or delete.
 _WRITE_ALL = frozenset({"rm", "rmdir", "unlink", "truncate", "shred", "srm", "touch", "mkdir",
                         "tee", "wipefs", "mkfs", "mkswap", "blkdiscard", "fallocate"})
+# Programs whose every operand is a path they delete (or destroy the content of).
+_DELETE_ALL = frozenset({"rm", "rmdir", "unlink", "shred", "srm", "wipe"})
 _SCRIPT_RUNNERS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "python", "perl", "ruby",
                              "node", "php", "Rscript", "lua"})
 
@@ -98,9 +101,47 @@ def command_io(cmd: SimpleCommand) -> tuple[list[str], list[str]]:
         writes.extend(cmd.option_values("output"))
     elif program == "xargs":
         reads.extend(cmd.option_values("a"))
+    elif family == "perl" and _runs_inline(cmd):
+        reads.extend(pos)
+        if "i" in cmd.flags or any(key.startswith("i") for key, _ in cmd.options):
+            writes.extend(pos)  # perl -pi -e 's/a/b/' files: edited in place
     elif family in _SCRIPT_RUNNERS and pos and pos[0] != "-" and not _runs_inline(cmd):
         reads.append(pos[0])
     return reads, writes
+
+
+def command_removals(cmd: SimpleCommand) -> tuple[list[str], list[str]]:
+    """Returns (deletes, empties) of one command: the paths it deletes, and the files it
+    empties or shrinks in place (``truncate -s 0``, ``cp /dev/null f``)."""
+    program = cmd.program or ""
+    pos = list(cmd.positionals)
+    if program_family(program) in _DELETE_ALL:
+        if "find" in cmd.wrappers:
+            return pos, []  # ``start/**``: the entries below start that a find test selects
+        # Written by hand, ``dir/**`` is every entry of dir (``*`` without globstar).
+        return [p[:-1] if p == "**" or p.endswith("/**") else p for p in pos], []
+    if program == "truncate":
+        if cmd.option_values("reference") or any(_shrinks(v) for v in cmd.option_values("size")):
+            return [], pos
+        return [], []
+    if program == "cp" and len(pos) == 2 and pos[0] == "/dev/null":
+        return [], pos[1:]
+    if program == "rsync" and any(flag.startswith("del") for flag in cmd.flags) and len(pos) >= 2 \
+            and not _is_remote(pos[-1]):
+        return [pos[-1].rstrip("/") + "/**"], []
+    return [], []
+
+
+def _shrinks(size: str) -> bool:
+    """Whether ``truncate -s SIZE`` can cut a file: ``0``, ``-1K``, ``<1M``, ``/4K``, ``%4K``
+    (``10M`` sets a size, usually to create or grow a file; ``+1K`` and ``>1K`` only grow)."""
+    size = size.strip()
+    if size[:1] in ("+", ">"):
+        return False
+    if size[:1] in ("-", "<", "/", "%"):
+        return True
+    digits = re.match(r"[0-9]*", size)
+    return digits is None or digits.group().strip("0") == ""
 
 
 def _runs_inline(cmd: SimpleCommand) -> bool:

@@ -67,6 +67,17 @@ class CommandAnalysis:
             ``curl -d @file``, ``scp`` sources, ``source`` ...).
         writes: paths the command writes or deletes (``>``, ``>>``, ``tee``, ``cp``/``mv``
             destinations, ``dd of=``, ``rm``, ``truncate``, ``curl -o`` ...).
+        deletes: paths the command deletes, normalized like ``writes``: ``rm`` (``-r`` or
+            not), ``rmdir``, ``unlink``, ``shred``, what ``find -delete`` / ``-exec rm``
+            selects (``start/**/name``), an ``rsync --delete`` destination (``dest/**``), and
+            the same done by inline code (``shutil.rmtree``). An operand known only at run
+            time keeps its ``$`` text or is ``UNKNOWN_OPERAND``.
+        empties: files the command empties or shrinks in place: ``truncate -s 0`` (or any
+            shrinking size), a bare redirection (``> f``, ``: > f``), ``cp /dev/null f``.
+        environment: environment variables whose values the command shows: names echoed or
+            printed (``echo $TOKEN``, ``printenv HOME``) or read by inline code
+            (``os.environ['X']``), ``*`` for the whole environment (``env``, ``export -p``,
+            ``print(os.environ)``), ``*TEXT*`` for a listing filtered by ``grep TEXT``.
         opaque: why parts of the command cannot be known statically, one reason each.
         parse_error: why the command could not be analysed, or None.
         home: the home directory used to expand ``~`` and ``$HOME`` (None: left as ``~``).
@@ -79,6 +90,9 @@ class CommandAnalysis:
     pipelines: tuple[Pipeline, ...] = ()
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    deletes: tuple[str, ...] = ()
+    empties: tuple[str, ...] = ()
+    environment: tuple[str, ...] = ()
     opaque: tuple[str, ...] = ()
     parse_error: str | None = None
     home: str | None = None

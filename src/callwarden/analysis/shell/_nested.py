@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from callwarden.analysis.shell._evaluate import Out, embedded_commands
 from callwarden.analysis.shell._expand import _Env
+from callwarden.analysis.shell._inline import inline_effects
 from callwarden.analysis.shell._model import SimpleCommand
 from callwarden.analysis.shell._programs import DOWNLOADERS, INTERPRETERS
 from callwarden.analysis.shell._syntax import Field, _code_flag
@@ -51,11 +52,16 @@ class _Nested:
 
     pipelines: list[tuple[SimpleCommand, ...]]
     written: set[str]
+    environment: list[str]
 
     def add_opaque(self, reason: str) -> None:
         raise NotImplementedError
 
     def script(self, text: str, env: _Env, wrappers: tuple[str, ...], depth: int) -> bool:
+        raise NotImplementedError
+
+    def scripts_in_place(self, texts: Sequence[str], wrappers: tuple[str, ...],
+                         depth: int) -> None:
         raise NotImplementedError
 
     def record(self, program: str | None, argv: Sequence[str], wrappers: tuple[str, ...],
@@ -137,9 +143,9 @@ class _Nested:
         if family == "deno" and cmd.subcommand == "eval" and len(cmd.positionals) > 1:
             codes.append(cmd.positionals[1])
         if codes:
-            self.add_opaque(f"inline {family} code ({program} {_code_flag(cmd, code_options)})")
+            how = f"{program} {_code_flag(cmd, code_options)}"
             for code in codes:
-                self.embedded_shell(family, code, env, (*wrappers, program), depth)
+                self.inline_code(family, program, code, how, wrappers, depth)
         elif (not cmd.positionals or cmd.positionals[0] == "-") and stdin is not None:
             self.stdin_payload(program, stdin, env, (*wrappers, program), depth, shell=False,
                                family=family)
@@ -150,11 +156,22 @@ class _Nested:
                                         family=family)
         return cmd
 
-    def embedded_shell(self, family: str, code: str, env: _Env, wrappers: tuple[str, ...],
-                       depth: int) -> None:
-        """Analyses shell commands embedded in interpreter code (``os.system('...')``)."""
-        for command in embedded_commands(family, code):
-            self.script(command, _Env(), wrappers, depth + 1)
+    def inline_code(self, family: str, program: str, code: str, how: str,
+                    wrappers: tuple[str, ...], depth: int) -> None:
+        """Code run by an interpreter (``python -c``, code piped to ``node``): what it runs
+        and does to files is analysed as the equivalent shell commands (``_inline``), the
+        environment variables it reads are recorded, and what cannot be told is opaque."""
+        inner = (*wrappers, program)
+        effects = inline_effects(family, code)
+        if effects is None:  # a language not analysed: only its shell calls are followed
+            self.add_opaque(f"inline {family} code ({how})")
+            for command in embedded_commands(family, code):
+                self.script(command, _Env(), inner, depth + 1)
+            return
+        for reason in effects.opaque:
+            self.add_opaque(f"inline {family} code ({how}): {reason}")
+        self.environment.extend(effects.env)
+        self.scripts_in_place(effects.commands, inner, depth + 1)
 
     def stdin_payload(self, program: str, stdin: _Stdin, env: _Env, wrappers: tuple[str, ...],
                       depth: int, *, shell: bool, family: str = "") -> None:
@@ -173,9 +190,8 @@ class _Nested:
         if shell:
             self.script(payload.text, _Env(), wrappers, depth + 1)
         else:
-            if not payload.decoded and not downloaded:
-                self.add_opaque(f"inline {family} code piped to {program}")
-            self.embedded_shell(family, payload.text, env, wrappers, depth)
+            self.inline_code(family, program, payload.text, f"piped to {program}",
+                             wrappers[:-1], depth)
 
     def eval_(self, fields: Sequence[Field], env: _Env, wrappers: tuple[str, ...],
               depth: int) -> None:
