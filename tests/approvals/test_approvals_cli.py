@@ -41,8 +41,14 @@ def url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'state.db'}"
 
 
+def empty_store(url: str) -> str:
+    with open_store(url) as store:
+        Approvals(store).list()  # creates the file and its tables
+    return url
+
+
 def test_list_without_requests_says_so(url, capsys) -> None:
-    assert main(["approvals", "list", "--state", url]) == 0
+    assert main(["approvals", "list", "--state", empty_store(url)]) == 0
     assert "no approval requests" in capsys.readouterr().out
 
 
@@ -75,7 +81,7 @@ def test_show_json_is_the_record(url, guard, capsys) -> None:
 
 
 def test_show_of_an_unknown_id_exits_1(url, capsys) -> None:
-    assert main(["approvals", "show", "nope", "--state", url]) == 1
+    assert main(["approvals", "show", "nope", "--state", empty_store(url)]) == 1
     assert "approval_not_found" in capsys.readouterr().err
 
 
@@ -159,8 +165,93 @@ def test_bad_approvals_section_exits_2(tmp_path, capsys) -> None:
 
 def test_default_store_is_under_dot_callwarden(tmp_path, guard, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
+    (tmp_path / ".callwarden").mkdir()
+    request_id = make_request("sqlite:///.callwarden/state.db", guard)
     assert main(["approvals", "list"]) == 0
-    assert (tmp_path / ".callwarden" / "state.db").exists()
+    captured = capsys.readouterr()
+    assert request_id in captured.out
+    assert (f"approvals store: sqlite:///{tmp_path / '.callwarden' / 'state.db'} (default"
+            in captured.err)
+
+
+# -- which store, and never creating one by mistake (issue 13, item 14) ---------------------
+
+
+def test_list_without_a_default_store_exits_2_and_creates_nothing(tmp_path, monkeypatch,
+                                                                  capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["approvals", "list"]) == 2
+    err = capsys.readouterr().err
+    assert f"no approvals store at {tmp_path / '.callwarden' / 'state.db'}" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("action", [["list"], ["show", "abc"], ["grants"]])
+def test_read_of_a_mistyped_state_path_exits_2_naming_it_and_creates_nothing(
+        tmp_path, capsys, action) -> None:
+    typo = tmp_path / "sate" / "state.db"
+    assert main(["approvals", *action, "--state", f"sqlite:///{typo}"]) == 2
+    assert f"no approvals store at {typo}: it does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "sate").exists()
+
+
+@pytest.mark.parametrize("action", [["approve", "abc", "--by", "alice"],
+                                    ["deny", "abc", "--reason", "no", "--by", "alice"],
+                                    ["cancel", "abc"], ["revoke", "abc"]])
+def test_write_to_a_mistyped_state_path_exits_2_and_creates_nothing(tmp_path, capsys,
+                                                                    action) -> None:
+    typo = tmp_path / "sate" / "state.db"
+    assert main(["approvals", *action, "--state", f"sqlite:///{typo}"]) == 2
+    assert f"no approvals store at {typo}" in capsys.readouterr().err
+    assert not (tmp_path / "sate").exists()
+
+
+def test_read_of_the_store_a_policy_names_before_it_exists_creates_nothing(tmp_path,
+                                                                          capsys) -> None:
+    (tmp_path / "policy.yaml").write_text(POLICY_YAML)
+    assert main(["approvals", "list", "--policy", str(tmp_path / "policy.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert f"no approvals store at {tmp_path / 'approvals.db'}" in err
+    assert not (tmp_path / "approvals.db").exists()
+
+
+def test_the_store_from_state_is_said_on_stderr(url, capsys) -> None:
+    main(["approvals", "list", "--state", empty_store(url)])
+    assert capsys.readouterr().err == f"approvals store: {url} (from --state)\n"
+
+
+def test_the_store_from_a_policy_is_said_with_its_key(tmp_path, guard, capsys) -> None:
+    (tmp_path / "policy.yaml").write_text(POLICY_YAML)
+    empty_store(f"sqlite:///{tmp_path / 'approvals.db'}")
+    assert main(["approvals", "list", "--policy", str(tmp_path / "policy.yaml")]) == 0
+    assert capsys.readouterr().err == (
+        f"approvals store: sqlite:///{tmp_path / 'approvals.db'} "
+        f"(from --policy {tmp_path / 'policy.yaml'}, approvals.state)\n")
+
+
+def test_a_policy_that_names_no_store_is_said_to_use_the_default(tmp_path, monkeypatch,
+                                                                 capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy.yaml").write_text("version: 1\n")
+    assert main(["approvals", "list", "--policy", "policy.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "(default: --policy policy.yaml names no store)" in err
+    assert "keeps approvals in memory" in err
+
+
+def test_a_relative_state_path_is_said_in_full(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    empty_store("sqlite:///rel.db")
+    assert main(["approvals", "grants", "--state", "sqlite:///rel.db"]) == 0
+    assert f"approvals store: sqlite:///{tmp_path / 'rel.db'} (from --state)" in \
+        capsys.readouterr().err
+
+
+def test_a_store_password_is_not_printed(capsys) -> None:
+    main(["approvals", "list", "--state", "redis://:hunter2@127.0.0.1:1/0"])
+    err = capsys.readouterr().err
+    assert "approvals store: redis://:***@127.0.0.1:1/0 (from --state)" in err
+    assert "hunter2" not in err
 
 
 def test_grants_and_revoke(url, guard, capsys) -> None:

@@ -207,3 +207,189 @@ def test_cli_audit_summary_json(recorded: Path, capsys: pytest.CaptureFixture[st
     data = json.loads(capsys.readouterr().out)
     assert data["effects"] == {"allow": 7, "deny": 2, "modify": 1}
     assert set(data["latency_us"]) == {"p50", "p90", "p99", "max"}
+
+
+# -- logs that hold nothing to replay or summarize (issue 13, item 12) ----------------------
+
+
+def _log(tmp_path: Path, text: str, name: str = "given.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+NOT_AUDIT = [
+    ("empty", "", "is empty"),
+    ("blank lines", "\n\n  \n", "is empty"),
+    ("not json", "version: 1\nrules: []\n", "is not a JSONL audit log"),
+    ("json, no decisions", '{"type": "outcome", "status": "ok"}\n{"level": "info"}\n',
+     "holds no decision events"),
+]
+
+
+@pytest.mark.parametrize(("text", "says"), [(t, s) for _, t, s in NOT_AUDIT],
+                         ids=[i for i, _, _ in NOT_AUDIT])
+def test_cli_replay_fail_on_any_of_a_log_without_decisions_exits_2_saying_why(
+        recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
+        says: str) -> None:
+    log = _log(tmp_path, text)
+    code = main(["replay", "--policy", str(recorded.parent / "policy.yaml"), str(log),
+                 "--fail-on", "any"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"error: {log} {says}" in err
+
+
+def test_cli_replay_of_a_good_log_and_an_empty_one_exits_2_naming_the_empty_one(
+        recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = _log(tmp_path, "", "empty.jsonl")
+    code = main(["replay", "--policy", str(recorded.parent / "policy.yaml"), str(recorded),
+                 str(empty)])
+    assert code == 2 and f"{empty} is empty" in capsys.readouterr().err
+
+
+def test_cli_replay_reads_a_just_rotated_empty_log_with_its_pieces(
+        tmp_path: Path, recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    guard = Guard.from_file(recorded.parent / "policy.yaml")
+    log = tmp_path / "rot" / "audit.jsonl"
+    with Auditor([JsonlSink(log, rotate_bytes=1500)]) as auditor:
+        for tool, args, session in CALLS:
+            auditor.decision(guard.check(tool, args, session=session))
+    log.write_text("")  # rotated a moment ago: the events are all in the pieces
+    assert main(["replay", "--policy", str(recorded.parent / "policy.yaml"), str(log),
+                 "--rotated", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["decisions"] > 0
+
+
+def test_replay_api_refuses_a_log_without_decisions(recorded: Path, tmp_path: Path) -> None:
+    from callwarden.exceptions import CallwardenError
+    from callwarden.review.reader import AuditLogError
+
+    with pytest.raises(AuditLogError, match="holds no decision events") as raised:
+        replay(recorded.parent / "policy.yaml", _log(tmp_path, '{"type": "outcome"}\n'))
+    assert isinstance(raised.value, CallwardenError)
+
+
+def test_replay_counts_against_a_store_of_its_own_not_the_policys(
+        recorded: Path, tmp_path: Path) -> None:
+    """Replaying must not spend the live budgets of the store the policy names."""
+    store = tmp_path / "live.db"
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(TIGHTENED + f"state: sqlite:///{store}\n")
+    report = replay(budget, recorded)
+    assert report.transitions == {"allow->deny": 3}
+    live = Guard.from_file(budget)
+    # s1 made three fetches in the log: had the replay counted them here, this one is denied.
+    assert live.check("fetch", {"url": "https://example.com/x"}, session="s1").allowed
+    live.close()
+
+
+# -- progress (issue 13, item 15) -----------------------------------------------------------
+
+
+def test_progress_shows_rate_events_per_second_and_eta() -> None:
+    import io
+
+    from callwarden.cli.review import _progress_printer
+
+    now = [100.0]
+    stream = io.StringIO()
+    show = _progress_printer(stream, clock=lambda: now[0])
+    now[0] = 102.0
+    show(50_000_000, 200_000_000, 40_000)  # a quarter in 2 s: 6 s to go
+    line = stream.getvalue()
+    assert " 25.0%" in line and "25.0 MB/s" in line and "20,000 events/s" in line
+    assert "ETA 0:06" in line
+    now[0] = 108.0
+    show(200_000_000, 200_000_000, 160_000)
+    assert stream.getvalue().endswith("done in 0:08\n")
+
+
+def test_cli_replay_progress_reports_events_per_second(
+        recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["replay", "--policy", str(recorded.parent / "policy.yaml"), str(recorded),
+          "--progress"])
+    err = capsys.readouterr().err
+    assert "events/s" in err and "done in " in err
+
+
+# -- summary: durations, empty logs (issue 13, item 13) ---------------------------------------
+
+
+def _outcomes(tmp_path: Path, seconds: list[float]) -> Path:
+    guard = Guard.from_yaml("version: 1\n")
+    log = tmp_path / "durations.jsonl"
+    with Auditor([JsonlSink(log)]) as auditor:
+        for duration in seconds:
+            decision = guard.check("read_file", {"path": "x"})
+            auditor.decision(decision)
+            auditor.outcome(decision, "ok", duration)
+    return log
+
+
+def test_summary_of_tool_durations_below_one_ms_is_not_the_maximum(tmp_path: Path) -> None:
+    durations_ms = [0.01 * i for i in range(1, 101)]  # 0.01 .. 1.0 ms
+    summary = summarize(_outcomes(tmp_path, [d / 1000 for d in durations_ms]))
+    p50, p90, p99 = (summary.duration_ms.percentile(p) for p in (50, 90, 99))
+    assert p50 == pytest.approx(0.50, rel=0.02)
+    assert p90 == pytest.approx(0.90, rel=0.02)
+    assert p99 == pytest.approx(0.99, rel=0.02)
+    assert summary.duration_ms.max == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("scale", [1e-4, 0.5, 1.0, 3.0, 1e3, 1e6])
+def test_latency_histogram_percentiles_are_within_2_percent_at_any_scale(scale: float) -> None:
+    from callwarden.review.summary import LatencyHistogram
+
+    values = [scale * (1 + i / 10) for i in range(1000)]  # spans two orders of magnitude
+    histogram = LatencyHistogram()
+    for v in values:
+        histogram.add(v)
+    for p in (1, 50, 90, 99, 100):
+        exact = sorted(values)[max(0, -(-p * len(values) // 100) - 1)]
+        assert histogram.percentile(p) == pytest.approx(exact, rel=0.02), p
+
+
+def test_latency_histogram_counts_zeros_as_zero() -> None:
+    from callwarden.review.summary import LatencyHistogram
+
+    histogram = LatencyHistogram()
+    for v in (0.0, 0.0, 0.0, 5.0):
+        histogram.add(v)
+    assert (histogram.percentile(50), histogram.percentile(100)) == (0.0, 5.0)
+
+
+def test_cli_audit_summary_prints_sub_millisecond_durations(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = _outcomes(tmp_path, [0.0001, 0.0002, 0.0003, 0.0004, 0.05])
+    assert main(["audit", "summary", str(log)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines()
+                if x.startswith("tool duration (ms)"))
+    shown = dict(zip(line.split()[3::2], map(float, line.split()[4::2]), strict=True))
+    assert shown["p50"] == pytest.approx(0.3, rel=0.02)
+    assert shown["p90"] == pytest.approx(50, rel=0.02) and shown["max"] == 50
+
+
+@pytest.mark.parametrize(("text", "says"), [(t, s) for _, t, s in NOT_AUDIT[:3]] + [
+    ('{"level": "info"}\n', "holds no decision or outcome events")],
+    ids=[i for i, _, _ in NOT_AUDIT[:3]] + ["json, no audit events"])
+def test_cli_audit_summary_of_a_log_without_audit_events_exits_2_saying_why(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, says: str) -> None:
+    log = _log(tmp_path, text)
+    assert main(["audit", "summary", str(log)]) == 2
+    captured = capsys.readouterr()
+    assert f"error: {log} {says}" in captured.err and "None" not in captured.out
+
+
+def test_summary_of_no_events_says_so_plainly() -> None:
+    from callwarden.review import summarize_events
+
+    text = summarize_events([]).format()
+    assert text == "no audit events: 0 decisions, 0 outcomes" and "None" not in text
+
+
+def test_summary_without_recorded_times_prints_no_none(tmp_path: Path) -> None:
+    from callwarden.review import summarize_events
+
+    text = summarize_events([{"type": "decision", "effect": "allow", "tool": "x"}]).format()
+    assert text.startswith("1 decisions, 0 outcomes\n") and "None" not in text

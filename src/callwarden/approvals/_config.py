@@ -77,9 +77,10 @@ def resolve_state_url(url: str, base_dir: Path) -> str:
     return url
 
 
-def state_url_from_policy(path: Path) -> tuple[str, Mapping[str, Any] | None]:
+def state_url_from_policy(path: Path) -> tuple[str, Mapping[str, Any] | None, str | None]:
     """Returns the store URL a policy file names (``approvals.state``, else ``state``, else the
-    default) and its ``approvals:`` section.
+    default), its ``approvals:`` section, and the key the URL came from (``approvals.state``,
+    ``state``, or None for the default).
 
     Raises:
         ConfigError: the file cannot be read or its sections are malformed.
@@ -94,9 +95,10 @@ def state_url_from_policy(path: Path) -> tuple[str, Mapping[str, Any] | None]:
         raise ConfigError(f"policy file {path} is not a mapping", hint="start it with 'version: 1'")
     section = data.get("approvals")
     settings = parse_config(section)
+    key = "approvals.state" if settings.state else "state"
     url = settings.state or data.get("state")
     if url is None:
-        return DEFAULT_STATE_URL, section
+        return DEFAULT_STATE_URL, section, None
     if not isinstance(url, str) or not url:
         raise ConfigError("must be a store URL", key="state")
-    return resolve_state_url(url, path.parent), section
+    return resolve_state_url(url, path.parent), section, key

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
 
+from callwarden import __version__
 from callwarden._decision import Effect
 from callwarden.exceptions import PolicyError
 
@@ -38,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
                      formatter_class=argparse.RawDescriptionHelpFormatter,
                      epilog="exit codes: 0 allowed, 10 denied, 11 ask, 12 halted, "
                             "1 policy tests failed, 2 usage or policy error")
+    parser.add_argument("--version", action="version", version=f"callwarden {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     check = sub.add_parser("check", help="what would the policy decide? (a what-if: counts no "
@@ -48,13 +50,18 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--policy", "-p", required=True, type=Path, help="policy file")
         command.add_argument("--tool", "-t", required=True, help="tool name")
         command.add_argument("--args", "-a", default="{}",
-                             help="tool arguments as a JSON object")
+                             help="tool arguments as a JSON object, @FILE to read it from a "
+                                  "file, or - to read it from stdin")
         command.add_argument("--agent")
         command.add_argument("--session")
         command.add_argument("--principal")
         command.add_argument("--framework")
-        command.add_argument("--context", default=None, help="call context as a JSON object")
+        command.add_argument("--context", default=None,
+                             help="call context as a JSON object, @FILE or -")
         command.add_argument("--json", action="store_true", help="print the decision as JSON")
+        command.add_argument("--color", "--colour", choices=("auto", "always", "never"),
+                             default="auto", help="colour the effect line: auto (a terminal, "
+                             "unless NO_COLOR is set), always or never")
     decide.add_argument("--call-id", default=None, help="the framework's id for the call")
 
     lint = sub.add_parser("lint", help="validate policy files and report every problem")
@@ -149,16 +156,30 @@ class _PipeSafe:
         return getattr(self._stream, name)
 
 
-def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
-    """Parses an option's JSON object, or prints why not and returns None."""
+def _json_object(text: str | None, option: str,
+                 stdin: TextIO | None = None) -> dict[str, Any] | None:
+    """Parses an option's JSON object (inline, ``@FILE`` or ``-`` for stdin), or prints why
+    not and returns None."""
+    where = ""
+    if text is not None and (text.startswith("@") or (text == "-" and stdin is not None)):
+        source = "stdin" if text == "-" else text[1:]
+        where = f" (read from {source})"
+        try:
+            text = stdin.read() if text == "-" and stdin is not None \
+                else Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            print(f"error: {option}: cannot read {source}: {why}", file=sys.stderr)
+            return None
     try:
         value = json.loads(text) if text is not None else {}
     except ValueError as e:
-        print(f"error: {option} must be JSON: {e}", file=sys.stderr)
+        print(f"error: {option} must be JSON{where}: {e}", file=sys.stderr)
         return None
     if not isinstance(value, dict):
+        shown = text if len(text or "") <= 80 else f"{(text or '')[:80]}…"
         print(f"error: {option} must be a JSON object such as '{{\"path\": \"README.md\"}}', "
-              f"not {type(value).__name__} {text}", file=sys.stderr)
+              f"not {type(value).__name__} {shown}{where}", file=sys.stderr)
         return None
     return value
 
@@ -176,8 +197,13 @@ def _decide_and_print(args: argparse.Namespace, out: TextIO, *, real: bool) -> i
     from callwarden.hooks import decide_once
     from callwarden.review import explain_decision
 
-    call_args = _json_object(args.args, "--args")
-    context = _json_object(args.context, "--context") if args.context is not None else None
+    if args.args == "-" and args.context == "-":
+        print("error: --args and --context cannot both read stdin: give one of them as "
+              "@FILE", file=sys.stderr)
+        return EXIT_USAGE
+    call_args = _json_object(args.args, "--args", sys.stdin)
+    context = _json_object(args.context, "--context", sys.stdin) \
+        if args.context is not None else None
     if call_args is None or (args.context is not None and context is None):
         return EXIT_USAGE
     fields = {"agent": args.agent, "session": args.session, "principal": args.principal,
@@ -192,8 +218,30 @@ def _decide_and_print(args: argparse.Namespace, out: TextIO, *, real: bool) -> i
     if args.json:
         print(json.dumps(decision.to_dict(), indent=2), file=out)
     else:
-        print(explain_decision(decision), file=out)
+        text = explain_decision(decision)
+        if _use_colour(args.color, out):
+            first, newline, rest = text.partition("\n")
+            text = f"\x1b[{_COLOURS[decision.effect]}m{first}\x1b[0m{newline}{rest}"
+        print(text, file=out)
     return EXIT_CODES[decision.effect]
+
+
+# SGR codes for the effect line: green, cyan, yellow, red, bold red.
+_COLOURS = {Effect.ALLOW: "32", Effect.MODIFY: "36", Effect.ASK: "33", Effect.DENY: "31",
+            Effect.HALT: "1;31"}
+
+
+def _use_colour(choice: str, stream: TextIO) -> bool:
+    """``--color``: always, never, or auto — a terminal, unless NO_COLOR (https://no-color.org)
+    is set or the terminal is dumb."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no descriptor, or a closed one
+        return False
 
 
 def _lint(args: argparse.Namespace, out: TextIO) -> int:
@@ -209,6 +257,8 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"{problem}", file=out)
             continue
         print(f"{path}: ok ({len(loaded.rules)} rules)", file=out)
+    ok = len(args.files) - failed
+    print(f"{ok} file{'' if ok == 1 else 's'} ok, {failed} with problems", file=out)
     return EXIT_USAGE if failed else EXIT_OK
 
 
@@ -263,27 +313,45 @@ def _approvals(args: argparse.Namespace, out: TextIO) -> int:
 
 _STARTER = """\
 # callwarden policy. Check a call:  callwarden check -p {name} -t Bash -a '{{"command": "ls"}}'
+# Run its examples and the baseline's:  callwarden test {name}
 version: 1
 extends: callwarden:recommended   # destructive commands, credentials, exfiltration, ...
 default: allow
-# workspace: {{root: ., home: ~}} # where relative paths and ~ point (default: cwd and $HOME)
+# workspace: {{root: ., home: "~"}}  # where relative paths and ~ point (default: cwd and $HOME)
 
-rules: []
+rules:  # your own rules; uncomment the example below (delete each "# ") to start
   # - id: no-prod-deploys
   #   match: {{tool: deploy}}
   #   args: {{env: prod}}
   #   effect: deny
   #   message: Deploy to staging instead.
+  #   examples:
+  #     deny: [{{tool: deploy, args: {{env: prod}}}}]
+  #     allow: [{{tool: deploy, args: {{env: staging}}}}]
 """
 
 
 def _init(args: argparse.Namespace, out: TextIO) -> int:
     path: Path = args.path
-    if path.exists():
+    if path.exists() or path.is_symlink():
         print(f"error: {path} exists; not overwriting it", file=sys.stderr)
         return EXIT_USAGE
-    path.write_text(_STARTER.format(name=path.name), encoding="utf-8")
-    print(f"wrote {path} (extends callwarden:recommended); try: callwarden test {path}"
+    folder = path.parent
+    created = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"error: cannot create the folder {folder} for {path}: {e.strerror or e}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        with path.open("x", encoding="utf-8") as f:  # "x": never overwrite, even in a race
+            f.write(_STARTER.format(name=path.name))
+    except OSError as e:
+        print(f"error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    made = f", created {folder}{os.sep}" if created else ""
+    print(f"wrote {path} (extends callwarden:recommended{made}); try: callwarden test {path}"
           " (runs the baseline's examples)", file=out)
     return EXIT_OK
 

@@ -1,7 +1,8 @@
 """``callwarden approvals list | show | approve | deny | cancel | grants | revoke``.
 
 Works against the store the guard uses, named by ``--state URL`` or read from ``--policy FILE``
-(``approvals.state``, else ``state``; default ``sqlite:///.callwarden/state.db``). Exit codes:
+(``approvals.state``, else ``state``; default ``sqlite:///.callwarden/state.db``); which one is
+said on stderr. An SQLite store that does not exist is an error, never created here. Exit codes:
 0 done, 1 refused (not found, not allowed, already resolved), 2 usage or configuration error.
 """
 
@@ -80,25 +81,76 @@ def run_approvals(args: argparse.Namespace, out: TextIO) -> int:
             approvals.auditor.close()  # flushes: the transition is on record before we exit
 
 
+# Reads never create a store: a mistyped path must not leave folders and an empty database
+# behind and then report "no approval requests".
+_READS = frozenset({"list", "show", "grants"})
+
+
 def _open(args: argparse.Namespace) -> Any:
+    """The ``Approvals`` on the chosen store, once it is said on stderr which store it is.
+
+    Raises:
+        ConfigError: the store is unknown, or it is an SQLite file that does not exist.
+    """
     from callwarden.approvals._approvals import Approvals
-    from callwarden.approvals._config import DEFAULT_STATE_URL, state_url_from_policy
+    from callwarden.exceptions import ConfigError
     from callwarden.state import open_store
 
-    section: Mapping[str, Any] | None = None
-    if args.state:
-        url = args.state
-    elif args.policy:
-        url, section = state_url_from_policy(args.policy)
-    else:
-        url = DEFAULT_STATE_URL
-    if url.startswith("sqlite:///"):
-        path = Path(url[len("sqlite:///"):].partition("?")[0])
-        path.parent.mkdir(parents=True, exist_ok=True)
+    url, section, origin, hint = _choose_store(args)
+    path = _sqlite_file(url)
+    print(f"approvals store: {_shown(url, path)} ({origin})", file=sys.stderr)
+    if path is not None and not path.is_file():
+        what = "is not a file" if path.exists() else "does not exist"
+        raise ConfigError(f"no approvals store at {path}: it {what}", hint=hint)
     approvals = Approvals.from_config(section, open_store(url))
-    if args.policy and not args.state:
+    if args.policy and not args.state and args.action not in _READS:
         approvals.auditor = _policy_auditor(args.policy)
     return approvals
+
+
+def _choose_store(args: argparse.Namespace) -> tuple[str, Mapping[str, Any] | None, str, str]:
+    """The store URL, the policy's ``approvals:`` section, where the URL came from, and what to
+    do when it names no store."""
+    from callwarden.approvals._config import DEFAULT_STATE_URL, state_url_from_policy
+
+    if args.state:
+        return args.state, None, "from --state", "check the path"
+    if args.policy:
+        url, section, key = state_url_from_policy(args.policy)
+        if key is not None:
+            return url, section, f"from --policy {args.policy}, {key}", \
+                "the guard creates it when the policy first asks for an approval"
+        return url, section, f"default: --policy {args.policy} names no store", \
+            "the policy names no state store, so its guard keeps approvals in memory; " \
+            "name one with approvals.state or state"
+    return DEFAULT_STATE_URL, None, "default: no --state or --policy", \
+        "pass the policy the guard uses (--policy FILE) or its store (--state URL)"
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file an ``sqlite:///`` URL names (relative to the working folder), else None."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    name = unquote(parts.path[1:])
+    if parts.scheme != "sqlite" or parts.netloc or not name or name == ":memory:":
+        return None  # not SQLite, or an URL open_store refuses with its own message
+    return Path(name).absolute()
+
+
+def _shown(url: str, path: Path | None) -> str:
+    """The URL as it is opened (an SQLite path made absolute), without a password."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if path is not None:
+        query = url.partition("?")[2]
+        return f"sqlite:///{path}" + (f"?{query}" if query else "")
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" \
+                 + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
 
 
 def _policy_auditor(path: Path) -> Any:

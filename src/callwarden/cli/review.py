@@ -1,7 +1,8 @@
 """The audit commands of the CLI: ``replay``, ``explain`` and ``audit summary``.
 
 Exit codes: 0 done; 1 ``replay`` saw a ``--fail-on`` transition, or ``explain`` found no such
-decision; 2 usage error, invalid policy or unreadable log.
+decision; 2 usage error, invalid policy, or a log that cannot be read or holds no event to work on
+(empty, not JSON, another program's log), so a gate on a mistyped path fails instead of passing.
 """
 
 from __future__ import annotations
@@ -69,27 +70,60 @@ def _paths(args: argparse.Namespace) -> list[Path] | None:
     return paths
 
 
-def _progress_printer(stream: TextIO) -> Callable[[int, int], None]:
-    started = time.monotonic()
-    last = [0.0]
+def _logs_with(args: argparse.Namespace, types: tuple[str, ...]) -> list[Path] | None:
+    """The logs to read, once each log named on the command line (with its rotated pieces
+    under ``--rotated``) is known to hold an event of ``types``; else prints why and None."""
+    from callwarden.review.reader import AuditLogError, expand_rotated, require_events
 
-    def show(done: int, total: int) -> None:
-        now = time.monotonic()
+    paths = _paths(args)
+    if paths is None:
+        return None
+    try:
+        for log in args.logs:
+            # A just-rotated log is empty while its pieces hold the events: check them together.
+            require_events(expand_rotated([log]) if args.rotated else [log], types, name=log)
+    except AuditLogError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+    return paths
+
+
+def _clock(seconds: float) -> str:
+    """``m:ss``, or ``h:mm:ss`` from an hour on."""
+    hours, rest = divmod(max(0, round(seconds)), 3600)
+    return f"{hours}:{rest // 60:02}:{rest % 60:02}" if hours else f"{rest // 60}:{rest % 60:02}"
+
+
+def _progress_printer(stream: TextIO, clock: Callable[[], float] = time.monotonic
+                      ) -> Callable[[int, int, int], None]:
+    started = clock()
+    last = [-1.0]
+    width = [0]
+
+    def show(done: int, total: int, events: int) -> None:
+        now = clock()
         if now - last[0] < 0.5 and done < total:
             return
         last[0] = now
+        elapsed = now - started
         share = 100 * done / total if total else 100.0
-        rate = done / (now - started) / 1e6 if now > started else 0.0
-        stream.write(f"\rreplay: {share:5.1f}%  {done / 1e6:,.1f} of {total / 1e6:,.1f} MB"
-                     f"  ({rate:,.1f} MB/s)")
+        rate = done / elapsed if elapsed > 0 else 0.0
+        line = (f"\rreplay: {share:5.1f}%  {done / 1e6:,.1f} of {total / 1e6:,.1f} MB  "
+                f"{rate / 1e6:,.1f} MB/s  {events / elapsed if elapsed > 0 else 0:,.0f} events/s")
         if done >= total:
-            stream.write("\n")
+            line += f"  done in {_clock(elapsed)}"
+        else:
+            line += f"  ETA {_clock((total - done) / rate)}" if rate > 0 else "  ETA --:--"
+        # pad over the longer line this one replaces (\r moves back, it does not erase)
+        stream.write(line.ljust(width[0]) + ("\n" if done >= total else ""))
+        width[0] = len(line)
         stream.flush()
 
     return show
 
 
 def _replay(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.review.reader import AuditLogError
     from callwarden.review.replay import parse_transition, replay
 
     specs = [s for s in args.fail_on.split(",") if s.strip()]
@@ -99,13 +133,17 @@ def _replay(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as e:
         print(f"error: --fail-on: {e}", file=sys.stderr)
         return EXIT_USAGE
-    paths = _paths(args)
+    paths = _logs_with(args, ("decision",))
     if paths is None:
         return EXIT_USAGE
     progress = None
     if args.progress or sys.stderr.isatty():
         progress = _progress_printer(sys.stderr)
-    report = replay(args.policy, paths, show=max(0, args.show), on_progress=progress)
+    try:
+        report = replay(args.policy, paths, show=max(0, args.show), on_progress=progress)
+    except (AuditLogError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     failing = report.failing(specs)
     if args.json:
         print(json.dumps({**report.to_dict(), "failed_on": failing}, indent=2), file=out)
@@ -139,12 +177,17 @@ def _explain(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _summary(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.review.reader import AuditLogError
     from callwarden.review.summary import summarize
 
-    paths = _paths(args)
+    paths = _logs_with(args, ("decision", "outcome"))
     if paths is None:
         return EXIT_USAGE
-    summary = summarize(paths)
+    try:
+        summary = summarize(paths)
+    except (AuditLogError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     if args.json:
         print(json.dumps(summary.to_dict(args.top), indent=2), file=out)
     else:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from callwarden.review.reader import EventReader
+from callwarden.review.reader import EventReader, require_events
 
 __all__ = ["Change", "ReplayReport", "parse_transition", "replay", "replay_events"]
 
@@ -224,19 +224,31 @@ def replay_events(guard: Any, events: Iterable[dict[str, Any]], *, show: int = 2
 
 
 def replay(policy_path: str | Path, audit_path: str | Path | Iterable[str | Path], *,
-           show: int = 20, on_progress: Callable[[int, int], None] | None = None) -> ReplayReport:
+           show: int = 20,
+           on_progress: Callable[[int, int, int], None] | None = None) -> ReplayReport:
     """Replays one or more JSONL audit logs against the policy file at ``policy_path``.
+
+    ``on_progress(bytes_read, total_bytes, events_read)`` is called every ~4 MiB and at the end.
 
     Raises:
         PolicyError: when the policy is invalid.
+        AuditLogError: when the logs hold no decision event (empty, not JSON, another
+            program's log): a replay of nothing would report "no change" and pass any gate.
         OSError: when a log cannot be read.
     """
     from callwarden._guard import Guard
+    from callwarden.policyfile import load_policy_file
 
-    guard = Guard.from_file(policy_path, audit=False)
     paths = [audit_path] if isinstance(audit_path, str | Path) else list(audit_path)
-    reader = EventReader(paths, on_progress=on_progress)
-    report = ReplayReport(files=[str(p) for p in paths])
-    replay_events(guard, reader, show=show, report=report)
-    report.corrupt = reader.corrupt
+    require_events(paths, ("decision",))
+    # A store of its own: replayed calls must not count against the live limits and history
+    # of the store the policy names (a shared Redis, say).
+    guard = Guard.from_loaded(load_policy_file(Path(policy_path)), audit=False, state="memory")
+    try:
+        reader = EventReader(paths, on_progress=on_progress)
+        report = ReplayReport(files=[str(p) for p in paths])
+        replay_events(guard, reader, show=show, report=report)
+        report.corrupt = reader.corrupt
+    finally:
+        guard.close()
     return report

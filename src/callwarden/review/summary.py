@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from callwarden.review.reader import EventReader
+from callwarden.review.reader import EventReader, require_events
 
 __all__ = ["AuditSummary", "LatencyHistogram", "summarize", "summarize_events"]
 
@@ -24,37 +24,67 @@ _OTHER = "(other)"
 
 
 class LatencyHistogram:
-    """Log-scale buckets (2% wide): percentiles within about 1%, constant memory."""
+    """Log-scale buckets (2% wide): percentiles within about 1%, constant memory.
 
-    __slots__ = ("_buckets", "count", "max")
+    Any positive magnitude gets buckets of its own, below 1 as above (a 0.02 ms tool call and
+    a 40 s one alike); zeros are counted apart. A percentile is its bucket's geometric middle,
+    kept within the smallest and largest values seen, to three significant digits.
+    """
+
+    __slots__ = ("_buckets", "_zeros", "count", "max", "min")
 
     _BASE = math.log(1.02)
 
     def __init__(self) -> None:
         self._buckets: Counter[int] = Counter()
+        self._zeros = 0
         self.count = 0
         self.max = 0.0
+        self.min = math.inf
 
     def add(self, value: float) -> None:
-        """Adds one observation (microseconds, or any positive unit)."""
+        """Adds one observation (microseconds, milliseconds: any unit); negative, infinite and
+        NaN values are ignored."""
+        if 0 < value < math.inf:
+            self._buckets[math.floor(math.log(value) / self._BASE)] += 1
+        elif value == 0:
+            self._zeros += 1
+        else:
+            return
         self.count += 1
         if value > self.max:
             self.max = value
-        self._buckets[int(math.log(value) / self._BASE) if value > 1 else 0] += 1
+        if value < self.min:
+            self.min = value
 
     def percentile(self, p: float) -> float | None:
-        """The ``p``-th percentile (0-100), or None when empty."""
+        """The ``p``-th percentile (0-100, nearest rank), or None when empty."""
         if not self.count:
             return None
-        rank = p / 100 * self.count
-        seen = 0
+        rank = max(1, math.ceil(p / 100 * self.count))
+        seen = self._zeros
+        if seen >= rank:
+            return 0.0
         for bucket in sorted(self._buckets):
             seen += self._buckets[bucket]
             if seen >= rank:
-                # the bucket's geometric middle, never above the largest value seen
-                return min(round(math.exp((bucket + 0.5) * self._BASE), 1), self.max) \
-                    if bucket else min(1.0, self.max)
+                middle = math.exp((bucket + 0.5) * self._BASE)
+                return _significant(min(max(middle, self.min), self.max))
         return self.max
+
+
+def _significant(value: float, digits: int = 3) -> float:
+    """``value`` to ``digits`` significant digits: the buckets are 2% wide, more is noise."""
+    return float(f"{value:.{digits}g}")
+
+
+def _show(value: float | None) -> str:
+    """A latency for people: no exponent above 1, three significant digits below."""
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if value < 1 else f"{value:.{3 - len(str(int(value)))}f}"
 
 
 def _bump(counter: Counter[str], key: Any) -> None:
@@ -92,8 +122,8 @@ class AuditSummary:
             self.outcomes += 1
             _bump(self.statuses, event.get("status"))
             duration = event.get("duration_ms")
-            if isinstance(duration, int | float) and duration >= 0:
-                self.duration_ms.add(float(duration))
+            if type(duration) is float or type(duration) is int:  # not bool, not a string
+                self.duration_ms.add(duration)
             return
         if kind != "decision":
             return
@@ -112,8 +142,8 @@ class AuditSummary:
         for r in event.get("redactions") or ():
             _bump(self.redactions, r.get("detector"))
         elapsed = event.get("elapsed_us")
-        if isinstance(elapsed, int | float) and elapsed >= 0:
-            self.latency_us.add(float(elapsed))
+        if type(elapsed) is float or type(elapsed) is int:
+            self.latency_us.add(elapsed)
         if effect in ("deny", "halt", "ask"):
             key = f"{event.get('tool')} {_signature(event.get('args'))}  [{event.get('rule')}]"
             self.denied_calls[key] += 1
@@ -145,9 +175,12 @@ class AuditSummary:
 
     def format(self, top: int = 10) -> str:
         """A summary for people."""
+        if not self.decisions and not self.outcomes:
+            note = f" ({self.corrupt} unreadable lines skipped)" if self.corrupt else ""
+            return f"no audit events: 0 decisions, 0 outcomes{note}"
         d = self.to_dict(top)
-        lines = [f"{self.decisions} decisions, {self.outcomes} outcomes"
-                 f" ({self.first_time} … {self.last_time})"]
+        span = f" ({self.first_time} … {self.last_time})" if self.first_time else ""
+        lines = [f"{self.decisions} decisions, {self.outcomes} outcomes{span}"]
 
         def table(title: str, counts: dict[str, int], total: int) -> None:
             if not counts:
@@ -168,14 +201,12 @@ class AuditSummary:
             for item in d["top_denied_calls"]:
                 lines.append(f"  {item['count']:>7}  {item['call']}")
         table("redactions by detector", d["redactions"], 0)
-        lat = d["latency_us"]
-        if self.latency_us.count:
-            lines.append(f"decision latency (µs): p50 {lat['p50']}  p90 {lat['p90']}  "
-                         f"p99 {lat['p99']}  max {lat['max']}")
-        dur = d["tool_duration_ms"]
-        if self.duration_ms.count:
-            lines.append(f"tool duration (ms): p50 {dur['p50']}  p90 {dur['p90']}  "
-                         f"p99 {dur['p99']}  max {dur['max']}")
+        for title, histogram in (("decision latency (µs)", self.latency_us),
+                                 ("tool duration (ms)", self.duration_ms)):
+            if histogram.count:
+                lines.append(f"{title}: " + "  ".join(
+                    f"p{p} {_show(histogram.percentile(p))}" for p in (50, 90, 99))
+                    + f"  max {_show(histogram.max)}")
         if self.corrupt:
             lines.append(f"note: {self.corrupt} unreadable lines skipped")
         return "\n".join(lines)
@@ -195,8 +226,15 @@ def summarize_events(events: Iterable[dict[str, Any]]) -> AuditSummary:
 
 
 def summarize(paths: str | Path | Iterable[str | Path]) -> AuditSummary:
-    """Summarizes one or more JSONL audit logs, streaming."""
+    """Summarizes one or more JSONL audit logs, streaming.
+
+    Raises:
+        AuditLogError: the logs hold no decision or outcome event (empty, not JSON, another
+            program's log).
+        OSError: a log cannot be read.
+    """
     files = [paths] if isinstance(paths, str | Path) else list(paths)
+    require_events(files, ("decision", "outcome"))
     reader = EventReader(files)
     summary = summarize_events(reader)
     summary.corrupt = reader.corrupt
