@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 from _claude_harness import (
@@ -210,3 +212,34 @@ def test_an_event_it_does_not_know_blocks_the_call(policy, event) -> None:
     result = ask(payload, policy)
     assert (result.code, result.stdout) == (2, "")
     assert "unknown Claude Code hook event" in result.stderr
+
+
+def test_a_policy_rewritten_in_place_while_hooks_run_never_lets_the_call_through(
+        tmp_path) -> None:
+    # A prefix of this policy is a valid policy that allows everything: a hook that read the
+    # file half-written would let rm -rf / run.
+    path = tmp_path / "policy.yaml"
+    head = "version: 1\ndefault: allow\n"
+    tail = ("rules:\n  - id: no-rm\n    match: {tool: Bash}\n"
+            "    shell: {deny: ['rm -rf /']}\n    effect: deny\n")
+    path.write_text(head + tail)
+    stop = threading.Event()
+
+    def rewrite_in_place() -> None:
+        while not stop.is_set():
+            with path.open("w") as f:  # truncates, then writes in two parts
+                f.write(head)
+                f.flush()
+                time.sleep(0.02)
+                f.write(tail)
+            time.sleep(0.08)
+
+    writer = threading.Thread(target=rewrite_in_place, daemon=True)
+    writer.start()
+    try:
+        results = [ask(bash("rm -rf /"), path) for _ in range(60)]
+    finally:
+        stop.set()
+        writer.join()
+    let_through = [r for r in results if r.code == 0 and "deny" not in r.stdout]
+    assert let_through == []

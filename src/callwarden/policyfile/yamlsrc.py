@@ -12,7 +12,10 @@ budget so a "billion laughs" document fails fast instead of hanging.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -107,18 +110,37 @@ class Lines:
         return f"{name}:{line}" if line is not None else name
 
 
+# A policy rewritten in place (truncated, then written) can be read half-written, and a prefix
+# of a policy is often a valid one (``version: 1`` / ``default: allow``). A file changed within
+# the last _SETTLE seconds is read again, _SETTLE apart, until two reads agree; one that keeps
+# changing for _SETTLE_BUDGET is an error (the hook then blocks the call).
+_SETTLE = 0.05
+_SETTLE_BUDGET = 1.0
+
+
 def read_source(path: Path, what: str = "policy file", *,
                 max_bytes: int = MAX_POLICY_BYTES) -> str:
-    """Reads a UTF-8 policy or test file of at most ``max_bytes``.
+    """Reads a UTF-8 policy or test file of at most ``max_bytes``, as it stands once any write
+    in progress has settled.
 
     Raises:
-        PolicyError: when the file cannot be read, is too large or is not UTF-8 text.
+        PolicyError: when the file cannot be read, keeps changing, is too large or is not
+            UTF-8 text.
     """
     try:
-        # Read one byte past the cap rather than trusting stat(): a pipe or /dev/zero has no
-        # size, and a file can grow between the two calls.
-        with path.open("rb") as f:
-            data = f.read(max_bytes + 1)
+        data, stamp = _read_once(path, max_bytes)
+        give_up = time.monotonic() + _SETTLE_BUDGET
+        while _unsettled(data, stamp, max_bytes):
+            if time.monotonic() > give_up:
+                raise PolicyError(Problem(
+                    f"{what} kept changing while it was read", str(path),
+                    hint="replace a policy file atomically: write the new version to a "
+                         "temporary file in the same folder and rename it over the old one"))
+            time.sleep(_SETTLE)
+            again, again_stamp = _read_once(path, max_bytes)
+            if (again, again_stamp) == (data, stamp):
+                break  # unchanged for a quiet period: whatever wrote it is done
+            data, stamp = again, again_stamp
     except OSError as e:
         raise PolicyError(Problem(f"cannot read {what}: {e.strerror or e}", str(path),
                                   hint="check the path")) from e
@@ -129,6 +151,26 @@ def read_source(path: Path, what: str = "policy file", *,
     except UnicodeDecodeError as e:
         raise PolicyError(Problem(f"{what} is not UTF-8 text (byte {e.start})", str(path),
                                   hint="save it as UTF-8")) from e
+
+
+def _read_once(path: Path, max_bytes: int) -> tuple[bytes, tuple[int, ...] | None]:
+    """The bytes (one past the cap at most: a pipe has no size, and a file can grow after a
+    stat) and, for a regular file, what identifies this version of it."""
+    with path.open("rb") as f:
+        data = f.read(max_bytes + 1)
+        info = os.fstat(f.fileno())
+    if not stat.S_ISREG(info.st_mode):
+        return data, None
+    return data, (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _unsettled(data: bytes, stamp: tuple[int, ...] | None, max_bytes: int) -> bool:
+    """Whether a regular file may be mid-write: just modified, or not the size it says."""
+    if stamp is None:
+        return False
+    _, size, mtime_ns, _ = stamp
+    recent = time.time_ns() - mtime_ns < _SETTLE * 1_000_000_000
+    return recent or (size != len(data) and len(data) <= max_bytes)
 
 
 def _too_large(what: str, file: str | None, max_bytes: int) -> Problem:
