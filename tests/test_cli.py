@@ -312,3 +312,18 @@ def test_own_allow_example_still_fails_under_the_default_deny(capsys, tmp_path) 
     path.write_text(BASE.replace("version: 1\n", "version: 1\ndefault: deny\n"))
     code, out, _ = run(capsys, "test", str(path))
     assert code == 1 and out.strip().endswith("1 passed, 1 failed")
+
+
+def test_lint_imports_no_code_a_policy_names_unless_asked(capsys, tmp_path) -> None:
+    marker = tmp_path / "imported"
+    (tmp_path / "sideeffect.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n\n"
+        "class NoProd:\n    def evaluate(self, call):\n        return None\n")
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text("version: 1\nrules:\n  - id: custom\n    use: sideeffect.py:NoProd\n")
+    code, out, _ = run(capsys, "lint", str(policy_file))
+    assert code == 0 and "ok (1 rules)" in out and "note:" in out
+    assert not marker.exists()
+    code, out, _ = run(capsys, "lint", "--providers", str(policy_file))
+    assert code == 0 and "note:" not in out
+    assert marker.exists()

@@ -13,6 +13,8 @@ The hierarchy::
     ├── InvalidUrl               a URL that cannot be analysed safely (also ValueError)
     ├── StoreUnavailable         the state store cannot be read or written right now
     ├── AuditError               a required audit event could not be written in time
+    ├── AuditLogError            a file given as an audit log is unreadable, empty or holds no
+    │                            events of the kind asked for (also ValueError)
     ├── MissingDependency        a feature needs a package that is not installed (ImportError);
     │                            the one place install hints are written
     ├── ApprovalError            an approval operation was refused (``code`` says which)
@@ -44,6 +46,7 @@ __all__ = [
     "ApprovalRefused",
     "ApprovalRequired",
     "AuditError",
+    "AuditLogError",
     "CallwardenError",
     "CelError",
     "ConfigError",
@@ -149,6 +152,11 @@ class StoreUnavailable(CallwardenError):
 
 class AuditError(CallwardenError):
     """A required audit event could not be written in time; the call must not proceed."""
+
+
+class AuditLogError(CallwardenError, ValueError):
+    """A file given as an audit log cannot be read, is empty, or holds no event of the kind
+    asked for (a mistyped path, a policy file, another program's log)."""
 
 
 class MissingDependency(CallwardenError, ImportError):

@@ -393,3 +393,12 @@ def test_summary_without_recorded_times_prints_no_none(tmp_path: Path) -> None:
 
     text = summarize_events([{"type": "decision", "effect": "allow", "tool": "x"}]).format()
     assert text.startswith("1 decisions, 0 outcomes\n") and "None" not in text
+
+
+@pytest.mark.parametrize("value", [282.8, 241.5, 0.0123456, 99999.9])
+def test_a_percentile_never_passes_the_largest_or_smallest_value(value: float) -> None:
+    from callwarden.review.summary import LatencyHistogram
+
+    histogram = LatencyHistogram()
+    histogram.add(value)
+    assert histogram.percentile(99) == histogram.percentile(1) == value

@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
 
     lint = sub.add_parser("lint", help="validate policy files and report every problem")
     lint.add_argument("files", nargs="+", type=Path)
+    lint.add_argument("--providers", action="store_true",
+                      help="import the policies' use: targets and run their inline examples "
+                           "(by default lint imports no code a policy names)")
 
     test = sub.add_parser("test", help="run policy tests (test files, and inline examples "
                           "of a policy and of the policies it extends)")
@@ -250,13 +253,15 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
     failed = 0
     for path in args.files:
         try:
-            loaded = load_policy_file(path)
+            loaded = load_policy_file(path, providers="load" if args.providers else "check")
         except PolicyError as e:
             failed += 1
             for problem in e.problems:
                 print(f"{problem}", file=out)
             continue
         print(f"{path}: ok ({len(loaded.rules)} rules)", file=out)
+        for note in loaded.notes:
+            print(f"  note: {note}", file=out)
     ok = len(args.files) - failed
     print(f"{ok} file{'' if ok == 1 else 's'} ok, {failed} with problems", file=out)
     return EXIT_USAGE if failed else EXIT_OK

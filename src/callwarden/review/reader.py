@@ -9,14 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from callwarden.audit._sinks import rotated_files
-from callwarden.exceptions import CallwardenError
+from callwarden.exceptions import AuditLogError
 
 __all__ = ["AuditLogError", "EventReader", "expand_rotated", "require_events"]
-
-
-class AuditLogError(CallwardenError, ValueError):
-    """A file given as an audit log cannot be read, is empty, or holds no event of the kind
-    asked for (a mistyped path, a policy file, another program's log)."""
 
 
 def expand_rotated(paths: Iterable[str | Path]) -> list[Path]:

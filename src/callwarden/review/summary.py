@@ -69,7 +69,8 @@ class LatencyHistogram:
             seen += self._buckets[bucket]
             if seen >= rank:
                 middle = math.exp((bucket + 0.5) * self._BASE)
-                return _significant(min(max(middle, self.min), self.max))
+                # Rounded first, then clamped: a percentile never passes the extremes.
+                return min(max(_significant(middle), self.min), self.max)
         return self.max
 
 
