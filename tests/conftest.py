@@ -13,6 +13,14 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _approvals_key(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The approvals key of the test run (not the user's): set in the environment, so the
+    processes the tests start seal and check approval records with the same key."""
+    os.environ.setdefault("CALLWARDEN_APPROVALS_KEY_FILE",
+                          str(tmp_path_factory.mktemp("approvals-key") / "approvals.key"))
+
+
 # tests/envs/<name> need packages that conflict with the main environment's (e.g. mcp<2 for
 # autogen-ext's MCP client): scripts/test.sh runs each in its own virtualenv, with
 # CALLWARDEN_TEST_ENV=<name>; the main run leaves them to it.

@@ -136,7 +136,8 @@ class Guard:
                 store = self._own_store = self._own_store or MemoryStore()
             settings = self.loaded.approvals or ApprovalSettings()
             self._approvals = Approvals(store, ttl=settings.ttl, approvers=settings.approvers,
-                                        on_expiry=settings.on_expiry, clock=self._engine.clock)
+                                        on_expiry=settings.on_expiry, clock=self._engine.clock,
+                                        key=settings.key_file)
             self._approvals.auditor = self._auditor
         return self._approvals
 

@@ -22,7 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from callwarden import ApprovalRequired, Guard, RunHalted, ToolDenied, Verdict, policy, thaw
+from callwarden import (
+    ApprovalRequired,
+    Guard,
+    RunHalted,
+    ToolDenied,
+    Verdict,
+    policy,
+    thaw,
+)
+from callwarden.approvals import ApprovalPending, ApprovalRefused
 from callwarden.audit import Auditor, JsonlSink
 from callwarden.hooks import run_hook
 
@@ -56,10 +65,19 @@ class Lab:
             return "done"
         return run
 
-    def run(self, name: str, args: Any) -> Any:
+    def run(self, name: str, args: Any, **options: Any) -> Any:
         """One guarded call through ``Guard.run``."""
         self.calls += 1
-        return self.guard.run(name, args, self.tool(name))
+        return self.guard.run(name, args, self.tool(name), **options)
+
+    def shared_approvals(self) -> Any:
+        """Approvals in a SQLite store, which other processes (and agents' tools) can reach."""
+        from callwarden.approvals import Approvals
+        from callwarden.state import SQLiteStore
+
+        self.store = SQLiteStore(self.log.parent / "state.db")
+        self.guard.approvals = Approvals(self.store, ttl=600)
+        return self.guard.approvals
 
     def protected(self, name: str, approver: Any = None, **kwargs: Any) -> Any:
         """One guarded call through ``@guard.protect``."""
@@ -347,6 +365,70 @@ TOCTOU = [
 ]
 
 
+# -- 2. approvals an agent grants itself ---------------------------------------------------------
+
+AGENT = "agent-1"
+
+
+def _pending(lab: Lab, args: dict[str, Any]) -> str:
+    try:
+        lab.run("send_mail", args, agent=AGENT)
+    except ApprovalPending as pending:
+        return pending.request_id
+    raise AssertionError("the call was not held for approval")
+
+
+def _self_approval(by: str) -> Callable[[Lab], None]:
+    def attack(lab: Lab) -> None:
+        rid = _pending(lab, {"to": "boss"})
+        try:
+            lab.guard.approvals.approve(rid, by=by)
+        except ApprovalRefused:
+            return
+        lab.run("send_mail", {"to": "boss"}, agent=AGENT, approval_id=rid)
+    return attack
+
+
+def _forged(change: dict[str, Any]) -> Callable[[Lab], None]:
+    """An agent with a database client writes itself an approval."""
+    def attack(lab: Lab) -> None:
+        lab.shared_approvals()
+        rid = _pending(lab, {"to": "boss"})
+        found = lab.store.get(f"approvals:req:{rid}")
+        lab.store.compare_and_set(found.key, found.version, {**found.value, **change}, ttl=None)
+        lab.run("send_mail", {"to": "boss"}, agent=AGENT, approval_id=rid)
+    return attack
+
+
+def _forged_grant(lab: Lab) -> None:
+    lab.shared_approvals()
+    grant = {"id": "g", "scope": "tool", "tool": "*", "session": None, "agent": None,
+             "by": "alice", "created": 0.0, "expires": 4e9}
+    lab.store.compare_and_set("approvals:grants", None, {"grants": {"g": grant}}, ttl=None)
+    lab.run("send_mail", {"to": "boss"}, agent=AGENT)
+
+
+def _look_alike_value(lab: Lab) -> None:
+    rid = _pending(lab, {"to": "boss", "amount": "inf"})
+    lab.guard.approvals.approve(rid, by="alice")
+    lab.run("send_mail", {"to": "boss", "amount": float("inf")}, agent=AGENT, approval_id=rid)
+
+
+def _ran_inf(lab: Lab) -> str | None:
+    floats = [a for _, a in lab.ran if isinstance(a.get("amount"), float)]
+    return "the approval of 'inf' ran the float inf" if floats else None
+
+
+APPROVALS = [
+    *(Probe(f"the agent approves itself as {by!r}", "approvals", _self_approval(by))
+      for by in ("AGENT-1", " agent-1 ", "agent\u200b-1", "\u0430gent-1", "agent-1\u200d")),
+    Probe("an approved request written into the store", "approvals",
+          _forged({"status": "approved", "resolved_by": "alice", "resolved_at": 1.0})),
+    Probe("a wildcard grant written into the store", "approvals", _forged_grant),
+    Probe("approving 'inf' to run inf", "approvals", _look_alike_value, harmful=_ran_inf),
+]
+
+
 # -- 8. a coding agent's hook given what it does not understand --------------------------------
 
 
@@ -371,4 +453,4 @@ HOOKS = [
 ]
 
 
-PROBES: list[Probe] = [*VALUES, *OBJECTS, *POLICIES, *TOCTOU, *HOOKS]
+PROBES: list[Probe] = [*VALUES, *OBJECTS, *POLICIES, *TOCTOU, *APPROVALS, *HOOKS]

@@ -25,4 +25,4 @@ def test_the_probes_are_not_vacuous() -> None:
     names = {p.name for p in PROBES}
     assert len(names) == len(PROBES)
     assert {p.group for p in PROBES} >= {"values", "hostile objects", "policies",
-                                         "approved value", "hook input"}
+                                         "approved value", "approvals", "hook input"}

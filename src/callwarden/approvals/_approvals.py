@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import json
+import os
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,7 @@ from callwarden._call import json_safe
 from callwarden._decision import Effect
 from callwarden._flow import Flow, Step, adrive, drive, sleep
 from callwarden.analysis.globs import check_glob
+from callwarden.approvals._integrity import Seal, identity, load_key, process_key
 from callwarden.approvals._records import (
     ApprovalRequest,
     Grant,
@@ -66,6 +68,15 @@ class Approvals:
         retention: Seconds a record stays in the store after it expired, for review.
         auditor: A ``callwarden.audit.Auditor`` recording every transition as an ``approval``
             event (a guard's ``approvals`` use the guard's auditor).
+        key: The approvals key that seals every record (bytes, or the path of a key file).
+            Default: for a ``MemoryStore``, a key of this process; for any store another
+            process can reach, the key file ``~/.config/callwarden/approvals.key`` (or
+            ``$CALLWARDEN_APPROVALS_KEY_FILE``), made on first use. Whoever holds the key can
+            approve: keep it where an agent's tools cannot read it. A record without a good
+            seal (written to the store by anything else, or edited there) is ignored.
+
+    Raises:
+        ConfigError: the key file cannot be read or made, or others can read it.
     """
 
     def __init__(
@@ -79,6 +90,7 @@ class Approvals:
         namespace: str = "approvals:",
         retention: float = 7 * 86400,
         auditor: Any = None,
+        key: bytes | str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(ttl, int | float) or isinstance(ttl, bool) or not ttl > 0:
             raise ValueError(f"ttl must be a number of seconds > 0, got {ttl!r}")
@@ -93,6 +105,7 @@ class Approvals:
         self.auditor: Any = auditor
         self.namespace = namespace
         self.retention = retention
+        self._seal = Seal(_key_for(store, key))
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None, store: RecordStore, *,
@@ -106,7 +119,7 @@ class Approvals:
 
         settings = parse_config(config)
         return cls(store, ttl=settings.ttl, approvers=settings.approvers,
-                   on_expiry=settings.on_expiry, clock=clock)
+                   on_expiry=settings.on_expiry, clock=clock, key=settings.key_file)
 
     def __repr__(self) -> str:
         return (f"Approvals({type(self.store).__name__}, ttl={self.ttl:g}, "
@@ -275,7 +288,12 @@ class Approvals:
     def _cas(self, key: str, version: int | None, value: dict[str, Any], expires: float) -> Step:
         ttl = max(expires - self.clock(), 0.0) + self.retention
         return Step(self.store.compare_and_set, self.store.acompare_and_set,
-                    (key, version, value), {"ttl": ttl})
+                    (key, version, self._seal.sealed(key, value)), {"ttl": ttl})
+
+    def _opened(self, found: StoredValue | None) -> dict[str, Any] | None:
+        """A stored record's value when its seal is good; None when absent or not sealed by
+        this key (forged, edited, or copied from another record)."""
+        return None if found is None else self._seal.opened(found.key, found.value)
 
     def _scan(self, kind: str) -> Step:
         return Step(self.store.scan, self.store.ascan, (self.namespace + kind,))
@@ -299,9 +317,10 @@ class Approvals:
             return (yield from self._new_request(decision))
         index = self._key(_BY_CALL, _call_key(decision_digest(decision), call.call_id))
         found = yield self._read(index)
-        if found is not None:
+        pointer = self._opened(found)
+        if pointer is not None:
             try:
-                known = yield from self._get(found.value.get("id", ""))
+                known = yield from self._get(pointer.get("id", ""))
             except ApprovalInvalid:
                 known = None
             if known is not None and known.status is Status.PENDING:
@@ -320,10 +339,11 @@ class Approvals:
         gives the person's answer instead of asking again.
         """
         found = yield self._read(self._key(_BY_DIGEST, decision_digest(decision)))
-        if found is None:
+        pointer = self._opened(found)
+        if pointer is None:
             return None
         try:
-            request = yield from self._get(found.value.get("id", ""))
+            request = yield from self._get(pointer.get("id", ""))
         except ApprovalInvalid:
             return None
         if request.digest != decision_digest(decision) or self.clock() > request.expires:
@@ -366,7 +386,13 @@ class Approvals:
             raise ApprovalInvalid(
                 "approval_not_found",
                 f"no approval request {request_id!r} (it never existed, or its record expired)")
-        return ApprovalRequest.from_dict(found.value).at(self.clock()), found
+        value = self._opened(found)
+        if value is None:
+            raise ApprovalInvalid(
+                "approval_forged",
+                f"approval request {request_id!r} fails its integrity check: it was written or "
+                "changed without the approvals key, so it counts for nothing")
+        return ApprovalRequest.from_dict(value).at(self.clock()), found
 
     def _get(self, request_id: str) -> Flow[ApprovalRequest]:
         request, _ = yield from self._load(request_id)
@@ -376,20 +402,25 @@ class Approvals:
         wanted = None if status is None else Status(status)
         found = yield self._scan(_REQUESTS)
         now = self.clock()
-        requests = [ApprovalRequest.from_dict(v.value).at(now) for v in found]
+        # Records without a good seal are not requests: they are left out.
+        requests = [ApprovalRequest.from_dict(value).at(now) for v in found
+                    if (value := self._opened(v)) is not None]
         return sorted((r for r in requests if wanted is None or r.status is wanted),
                       key=lambda r: (r.created, r.id))
 
     def _check_approver(self, callers: frozenset[str], recorded: Sequence[str] | None,
                         by: str) -> None:
-        if not isinstance(by, str) or not by.strip():
+        who = identity(by) if isinstance(by, str) else ""
+        if not who:
             raise ApprovalRefused("approver_required", "say who approves (by='name')")
-        if by in callers:
+        # Names are compared as people read them (case, spacing, invisible and look-alike
+        # characters aside): AGENT-1 or agent-1 with a Cyrillic a is the agent-1 that made the call.
+        if who in callers:
             raise ApprovalRefused(
                 "self_approval",
                 f"{by!r} made this call and cannot approve it; another person must")
         for names in (self.approvers, recorded):
-            if names is not None and by not in names:
+            if names is not None and who not in {identity(n) for n in names}:
                 raise ApprovalRefused(
                     "not_an_approver",
                     f"{by!r} is not an approver; the approvers are {', '.join(names)}")
@@ -466,7 +497,7 @@ class Approvals:
                       request.approvers, request.id)
         else:
             call = source.call
-            callers = frozenset(x for x in (call.agent, call.principal) if x)
+            callers = frozenset(identity(x) for x in (call.agent, call.principal) if x)
             fields = (call.tool, call.session, call.agent, callers, None, None)
         call_tool, session, agent, callers, recorded, request_id = fields
         self._check_approver(callers, recorded, by)
@@ -490,9 +521,10 @@ class Approvals:
 
     def _load_grants(self) -> Flow[tuple[dict[str, Grant], StoredValue | None]]:
         found = yield self._read(self.namespace + _GRANTS)
-        if found is None:
-            return {}, None
-        grants = {k: Grant.from_dict(v) for k, v in found.value.get("grants", {}).items()}
+        value = self._opened(found)
+        if value is None:  # none, or not sealed by this key: no grant counts
+            return {}, found
+        grants = {k: Grant.from_dict(v) for k, v in value.get("grants", {}).items()}
         return grants, found
 
     def _update_grants(
@@ -507,7 +539,7 @@ class Approvals:
             horizon = self.clock() - self.retention
             kept = {k: g for k, g in changed.items()
                     if max(g.expires, g.revoked_at or 0.0) > horizon}
-            value = {"grants": {k: g.to_dict() for k, g in kept.items()}}
+            value = self._seal.sealed(key, {"grants": {k: g.to_dict() for k, g in kept.items()}})
             step = Step(self.store.compare_and_set, self.store.acompare_and_set,
                         (key, None if found is None else found.version, value), {"ttl": None})
             if (yield step):
@@ -542,6 +574,19 @@ class Approvals:
         grants = yield from self._update_grants(revoke)
         self._emit("grant_revoked", grants[grant_id])
         return grants[grant_id]
+
+
+def _key_for(store: Any, key: bytes | str | os.PathLike[str] | None) -> bytes:
+    """The approvals key: given, read from a key file, or this process's for a memory store."""
+    if isinstance(key, bytes):
+        if len(key) < 16:
+            raise ValueError("an approvals key must be at least 16 bytes")
+        return key
+    if key is not None:
+        return load_key(key)
+    from callwarden.state import MemoryStore
+
+    return process_key() if isinstance(store, MemoryStore) else load_key()
 
 
 def _call_key(digest: str, call_id: str) -> str:

@@ -13,7 +13,7 @@ from callwarden.exceptions import ConfigError
 __all__ = ["DEFAULT_STATE_URL", "ApprovalSettings", "parse_config", "state_url_from_policy"]
 
 DEFAULT_STATE_URL = "sqlite:///.callwarden/state.db"
-_KEYS = ("approvers", "on_expiry", "state", "ttl")
+_KEYS = ("approvers", "key_file", "on_expiry", "state", "ttl")
 _EXAMPLE = "e.g. approvals: {ttl: 30m, approvers: [alice, bob], on_expiry: deny}"
 
 
@@ -25,6 +25,7 @@ class ApprovalSettings:
     approvers: tuple[str, ...] | None = None
     on_expiry: str = "deny"
     state: str | None = None
+    key_file: str | None = None
 
 
 def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
@@ -67,7 +68,13 @@ def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
         raise ConfigError("must be a store URL", key="state",
                           hint="memory, sqlite:///state.db (next to the policy) or "
                                "redis://host:6379/0")
-    return ApprovalSettings(ttl, approvers, on_expiry, state)
+    key_file = config.get("key_file")
+    if key_file is not None and (not isinstance(key_file, str) or not (
+            key_file.startswith("~") or Path(key_file).is_absolute())):
+        raise ConfigError("must be an absolute path or start with ~", key="key_file",
+                          hint="the approvals key is the approver credential: keep it outside "
+                               "the project, e.g. key_file: ~/.config/callwarden/approvals.key")
+    return ApprovalSettings(ttl, approvers, on_expiry, state, key_file)
 
 
 def resolve_state_url(url: str, base_dir: Path) -> str:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Self
 
-from callwarden._call import json_safe
 from callwarden.analysis.globs import GlobError, compile_glob
+from callwarden.approvals._integrity import canonical, identity
 
 if TYPE_CHECKING:
     from callwarden._decision import Decision
@@ -48,15 +47,11 @@ class GrantStatus(StrEnum):
     EXPIRED = "expired"
 
 
-def _canonical(value: Any) -> bytes:
-    return json.dumps(json_safe(value), sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False).encode("utf-8", "surrogatepass")
-
-
 def call_digest(tool: str, args: Mapping[str, Any], principal: str | None, session: str | None,
                 policy: str | None) -> str:
-    """Returns the sha256 of the canonical JSON of a call: what an approval is bound to."""
-    return hashlib.sha256(_canonical({
+    """Returns the sha256 of a call's typed canonical encoding: what an approval is bound to.
+    Types count: approving ``{"n": "inf"}`` does not approve ``{"n": inf}``."""
+    return hashlib.sha256(canonical({
         "tool": tool, "args": args, "principal": principal, "session": session,
         "policy": policy,
     })).hexdigest()
@@ -148,8 +143,10 @@ class ApprovalRequest(_Record):
 
     @property
     def callers(self) -> frozenset[str]:
-        """The identities that made the call, none of whom may approve it."""
-        return frozenset(x for x in (self.agent, self.principal, self.requested_by) if x)
+        """The identities that made the call (as :func:`identity` reads them), none of whom
+        may approve it."""
+        return frozenset(identity(x) for x in (self.agent, self.principal, self.requested_by)
+                         if x)
 
 
 @dataclass(frozen=True, slots=True)
