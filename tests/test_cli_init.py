@@ -77,3 +77,17 @@ def test_starter_files_workspace_line_uncommented_is_valid(capsys, tmp_path: Pat
     assert re.search(r"^workspace:", target.read_text(), re.M)
     code, out, _ = run(capsys, "lint", str(target))
     assert code == 0, out
+
+
+def test_starter_files_state_line_uncommented_names_a_store_outside_the_project(
+        capsys, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    target = tmp_path / "project" / "p.yaml"
+    assert main(["init", str(target)]) == 0
+    target.write_text(re.sub(r"^# state:", "state:", target.read_text(), flags=re.M))
+    code, out, _ = run(capsys, "lint", str(target))
+    assert code == 0, out
+    from callwarden.policyfile.compile import load_policy_file
+
+    state = load_policy_file(target).state
+    assert state == f"sqlite:///{tmp_path / 'home' / '.local/state/callwarden/state.db'}"

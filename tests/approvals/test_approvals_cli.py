@@ -163,15 +163,31 @@ def test_bad_approvals_section_exits_2(tmp_path, capsys) -> None:
     assert "approvals.ttl" in capsys.readouterr().err
 
 
-def test_default_store_is_under_dot_callwarden(tmp_path, guard, monkeypatch, capsys) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / ".callwarden").mkdir()
-    request_id = make_request("sqlite:///.callwarden/state.db", guard)
+def test_default_store_is_in_the_users_state_folder_not_the_project(
+        tmp_path, guard, monkeypatch, capsys) -> None:
+    (tmp_path / "project").mkdir()
+    monkeypatch.chdir(tmp_path / "project")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "state" / "callwarden").mkdir(parents=True)
+    db = tmp_path / "state" / "callwarden" / "state.db"
+    request_id = make_request(f"sqlite:///{db}", guard)
     assert main(["approvals", "list"]) == 0
     captured = capsys.readouterr()
     assert request_id in captured.out
-    assert (f"approvals store: sqlite:///{tmp_path / '.callwarden' / 'state.db'} (default"
-            in captured.err)
+    assert f"approvals store: sqlite:///{db} (default" in captured.err
+    assert list((tmp_path / "project").iterdir()) == []
+
+
+def test_a_policys_state_under_the_home_folder_is_read_with_a_tilde(
+        tmp_path, guard, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "s").mkdir()
+    policy = tmp_path / "project" / "policy.yaml"
+    policy.parent.mkdir()
+    policy.write_text("version: 1\nstate: sqlite:///~/s/state.db\n")
+    request_id = make_request(f"sqlite:///{tmp_path / 's' / 'state.db'}", guard)
+    assert main(["approvals", "list", "--policy", str(policy)]) == 0
+    assert request_id in capsys.readouterr().out
 
 
 # -- which store, and never creating one by mistake (issue 13, item 14) ---------------------
@@ -180,9 +196,10 @@ def test_default_store_is_under_dot_callwarden(tmp_path, guard, monkeypatch, cap
 def test_list_without_a_default_store_exits_2_and_creates_nothing(tmp_path, monkeypatch,
                                                                   capsys) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     assert main(["approvals", "list"]) == 2
     err = capsys.readouterr().err
-    assert f"no approvals store at {tmp_path / '.callwarden' / 'state.db'}" in err
+    assert f"no approvals store at {tmp_path / 'state' / 'callwarden' / 'state.db'}" in err
     assert list(tmp_path.iterdir()) == []
 
 

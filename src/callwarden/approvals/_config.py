@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,9 +11,7 @@ from typing import Any
 from callwarden._units import parse_duration
 from callwarden.exceptions import ConfigError
 
-__all__ = ["DEFAULT_STATE_URL", "ApprovalSettings", "parse_config", "state_url_from_policy"]
-
-DEFAULT_STATE_URL = "sqlite:///.callwarden/state.db"
+__all__ = ["ApprovalSettings", "default_state_url", "parse_config", "state_url_from_policy"]
 _KEYS = ("approvers", "key_file", "on_expiry", "state", "ttl")
 _EXAMPLE = "e.g. approvals: {ttl: 30m, approvers: [alice, bob], on_expiry: deny}"
 
@@ -77,10 +76,21 @@ def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
     return ApprovalSettings(ttl, approvers, on_expiry, state, key_file)
 
 
+def default_state_url() -> str:
+    """Where the approvals CLI looks when given no store: the per-user state folder
+    (``$XDG_STATE_HOME/callwarden/state.db``, ``~/.local/state/callwarden/state.db``), outside
+    any project an agent works in. A policy names it with
+    ``state: sqlite:///~/.local/state/callwarden/state.db``."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return "sqlite:///" + str(Path(base) / "callwarden" / "state.db")
+
+
 def resolve_state_url(url: str, base_dir: Path) -> str:
-    """Makes a relative SQLite path relative to ``base_dir`` (the policy's folder)."""
+    """Makes a SQLite path absolute: ``~`` is the home folder, a relative path is relative
+    to ``base_dir`` (the policy's folder)."""
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
-        return "sqlite:///" + str((base_dir / url[len("sqlite:///"):]).resolve())
+        path = Path(url[len("sqlite:///"):]).expanduser()
+        return "sqlite:///" + str(path if path.is_absolute() else (base_dir / path).resolve())
     return url
 
 
@@ -105,7 +115,7 @@ def state_url_from_policy(path: Path) -> tuple[str, Mapping[str, Any] | None, st
     key = "approvals.state" if settings.state else "state"
     url = settings.state or data.get("state")
     if url is None:
-        return DEFAULT_STATE_URL, section, None
+        return default_state_url(), section, None
     if not isinstance(url, str) or not url:
         raise ConfigError("must be a store URL", key="state")
     return resolve_state_url(url, path.parent), section, key

@@ -323,6 +323,7 @@ version: 1
 extends: callwarden:recommended   # destructive commands, credentials, exfiltration, ...
 default: allow
 # workspace: {{root: ., home: "~"}}  # where relative paths and ~ point (default: cwd and $HOME)
+# state: sqlite:///~/.local/state/callwarden/state.db  # shared limits/approvals; not in the project
 
 rules:  # your own rules; uncomment the example below (delete each "# ") to start
   # - id: no-prod-deploys

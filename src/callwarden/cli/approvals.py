@@ -1,9 +1,10 @@
 """``callwarden approvals list | show | approve | deny | cancel | grants | revoke``.
 
 Works against the store the guard uses, named by ``--state URL`` or read from ``--policy FILE``
-(``approvals.state``, else ``state``; default ``sqlite:///.callwarden/state.db``); which one is
-said on stderr. An SQLite store that does not exist is an error, never created here. Exit codes:
-0 done, 1 refused (not found, not allowed, already resolved), 2 usage or configuration error.
+(``approvals.state``, else ``state``; default: the per-user
+``~/.local/state/callwarden/state.db``, outside any project); which one is said on stderr.
+An SQLite store that does not exist is an error, never created here. Exit codes: 0 done,
+1 refused (not found, not allowed, already resolved), 2 usage or configuration error.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def _open(args: argparse.Namespace) -> Any:
 def _choose_store(args: argparse.Namespace) -> tuple[str, Mapping[str, Any] | None, str, str]:
     """The store URL, the policy's ``approvals:`` section, where the URL came from, and what to
     do when it names no store."""
-    from callwarden.approvals._config import DEFAULT_STATE_URL, state_url_from_policy
+    from callwarden.approvals._config import default_state_url, state_url_from_policy
 
     if args.state:
         return args.state, None, "from --state", "check the path"
@@ -123,7 +124,7 @@ def _choose_store(args: argparse.Namespace) -> tuple[str, Mapping[str, Any] | No
         return url, section, f"default: --policy {args.policy} names no store", \
             "the policy names no state store, so its guard keeps approvals in memory; " \
             "name one with approvals.state or state"
-    return DEFAULT_STATE_URL, None, "default: no --state or --policy", \
+    return default_state_url(), None, "default: no --state or --policy", \
         "pass the policy the guard uses (--policy FILE) or its store (--state URL)"
 
 

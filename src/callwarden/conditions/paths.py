@@ -76,9 +76,11 @@ class PathMatcher:
     """The ``paths:`` condition: deny globs, a shipped sensitive list, allowed roots.
 
     Config keys: ``deny`` (globs), ``allow_roots``, ``read_roots`` (extra roots for reads
-    only), ``sensitive`` (bool), ``root``, ``home``, ``case_insensitive``, ``resolve_symlinks``
-    (default true), ``fs_root``, ``glob_dotfiles``, ``passwd``, ``args`` (argument names to check
-    besides the tool's path argument). Hits carry the code ``path.denied``, ``path.sensitive``,
+    only), ``sensitive`` (bool), ``callwarden_files`` (``all``/``true``: callwarden's own
+    files as the policy names them; ``private``: all but the policy and its list files),
+    ``root``, ``home``, ``case_insensitive``, ``resolve_symlinks`` (default true),
+    ``fs_root``, ``glob_dotfiles``, ``passwd``, ``args`` (argument names to check besides the
+    tool's path argument). Hits carry the code ``path.denied``, ``path.sensitive``,
     ``path.outside_root`` or ``path.invalid``.
     """
 
@@ -92,7 +94,7 @@ class PathMatcher:
             raise ConfigError("paths: expects a mapping such as {deny: ['~/.ssh/**']}")
         known = {"deny", "allow_roots", "read_roots", "sensitive", "root", "home",
                  "case_insensitive", "resolve_symlinks", "fs_root", "glob_dotfiles", "passwd",
-                 "args"}
+                 "args", "callwarden_files"}
         for key in config:
             if key not in known:
                 raise ConfigError(f"unknown key {key!r}", key=str(key),
@@ -101,8 +103,19 @@ class PathMatcher:
         allow_roots = config_str_list(config, "allow_roots", example="'~/.ssh/**'")
         read_roots = config_str_list(config, "read_roots", example="'~/.ssh/**'")
         sensitive = config_bool(config, "sensitive", False)
+        own = config.get("callwarden_files", False)
+        if own not in (True, False, "all", "private"):
+            raise ConfigError("callwarden_files must be all (or true), private or false",
+                              key="callwarden_files",
+                              hint="all: the policy, its lists, stores, logs and key; private: "
+                                   "all but the policy and list files")
+        if own:
+            # callwarden's own files as the policy names them (policyfile.ownfiles).
+            option = "callwarden_private_files" if own == "private" else "callwarden_files"
+            deny = [*(deny or []), *env.options.get(option, ())]
         if not deny and allow_roots is None and not sensitive:
-            raise ConfigError("paths: needs at least one of deny, allow_roots or sensitive",
+            raise ConfigError("paths: needs at least one of deny, allow_roots, sensitive or "
+                              "callwarden_files",
                               hint="e.g. paths: {deny: ['~/.ssh/**'], allow_roots: ['.']}")
         self._case = config_bool(config, "case_insensitive", False)
         self._resolve = config_bool(config, "resolve_symlinks", True)

@@ -43,6 +43,7 @@ from callwarden.policyfile.check import TOP_KEYS, Checker, Path_
 from callwarden.policyfile.examples import verify_examples
 from callwarden.policyfile.extends import Base, load_bases
 from callwarden.policyfile.names import Kinds
+from callwarden.policyfile.ownfiles import own_files
 from callwarden.policyfile.permissions import permission_rules
 from callwarden.policyfile.providers import NotLoaded, ProviderAllowlist, ProviderMode
 from callwarden.policyfile.rules import RuleContext, compile_rule, parse_lists, parse_profiles
@@ -146,6 +147,8 @@ def compile_policy(
     named_lists.update(parse_lists(data.get("lists"), check, folder, roots))
     profiles.update(parse_profiles(data.get("tools"), check, lines))
     options = parse_workspace(data.get("workspace"), check, folder)
+    options.update(own_files(data, folder, [
+        (lines.file, data, folder), *((b.lines.file, b.data, b.folder) for b in bases)]))
     env = CompileEnv(base_dir=folder, lists=named_lists, options=options)
     allowlist = ProviderAllowlist.from_env() if allowed_providers is None \
         else ProviderAllowlist(allowed_providers)

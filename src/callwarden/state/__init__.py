@@ -24,6 +24,7 @@ forgotten, default 7 days) and ``history_ttl`` (the same for a session's history
 from __future__ import annotations
 
 import math
+import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -107,7 +108,7 @@ def _sqlite_path(url: str) -> str:
     path = unquote(parts.path[1:])
     if not path:
         raise ValueError(f"SQLite URL {url!r} names no file; write sqlite:///callwarden.db")
-    return path
+    return os.path.expanduser(path)  # sqlite:///~/.local/state/callwarden/state.db
 
 
 def open_store(url: str, **options: Any) -> StateStore:
