@@ -70,7 +70,8 @@ def test_lint_error_example_is_what_lint_prints(workdir: Path, capsys) -> None:
     assert expected in out
 
 
-def test_limits_block_loads_and_limits(workdir: Path) -> None:
+def test_limits_block_loads_and_limits(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(workdir))  # its store is under ~, outside the project
     body = next(body for name, body in blocks("yaml") if body.startswith("state:"))
     (workdir / "limits.yaml").write_text("version: 1\n" + body)
     guard = Guard.from_file(workdir / "limits.yaml")
@@ -79,7 +80,7 @@ def test_limits_block_loads_and_limits(workdir: Path) -> None:
     assert guard.check("pay", {"amount": 2000}, principal="p").effect == "ask"
     guard.check("web_fetch", {"url": "https://x"}, session="s")
     assert guard.check("send_email", {}, session="s").effect == "ask"
-    assert (workdir / "state.db").exists()
+    assert (workdir / ".local/state/callwarden/state.db").exists()
     guard.engine.store.close()
 
 

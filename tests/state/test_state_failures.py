@@ -211,3 +211,12 @@ def test_text_that_is_not_unicode_raises_store_unavailable(
             store.record("s\ud800", "bash", "allow", now=1.0)
         [state] = store.consume(COUNTER, now=2.0, commit=True)
     assert state.used == 0.0
+
+
+def test_callwardens_own_state_folder_is_made_private(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    path = tmp_path / "state" / "callwarden" / "state.db"
+    with SQLiteStore(path, timeout=TIMEOUT) as store:
+        store.consume(COUNTER, now=1.0, commit=True)
+    assert path.exists()
+    assert (path.parent.stat().st_mode & 0o777) == 0o700

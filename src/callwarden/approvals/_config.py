@@ -10,6 +10,7 @@ from typing import Any
 
 from callwarden._units import parse_duration
 from callwarden.exceptions import ConfigError
+from callwarden.state._sqlite import state_home
 
 __all__ = ["ApprovalSettings", "default_state_url", "parse_config", "state_url_from_policy"]
 _KEYS = ("approvers", "key_file", "on_expiry", "state", "ttl")
@@ -81,8 +82,7 @@ def default_state_url() -> str:
     (``$XDG_STATE_HOME/callwarden/state.db``, ``~/.local/state/callwarden/state.db``), outside
     any project an agent works in. A policy names it with
     ``state: sqlite:///~/.local/state/callwarden/state.db``."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return "sqlite:///" + str(Path(base) / "callwarden" / "state.db")
+    return "sqlite:///" + os.path.join(state_home(), "state.db")
 
 
 def resolve_state_url(url: str, base_dir: Path) -> str:

@@ -405,6 +405,11 @@ class SQLiteStore(StateStore):
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
+        folder = os.path.dirname(os.path.abspath(self._path))
+        if folder.startswith(state_home()) and not os.path.isdir(folder):
+            # callwarden's own per-user folder is made (private); any other missing folder is
+            # a mistyped path, and the store is unavailable rather than silently new.
+            os.makedirs(folder, mode=0o700, exist_ok=True)
         db = sqlite3.connect(
             self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
@@ -432,6 +437,14 @@ class SQLiteStore(StateStore):
 
 class _LateError(CallwardenError):
     """The deadline passed while the transaction waited for the write lock."""
+
+
+def state_home() -> str:
+    """callwarden's per-user state folder: ``$XDG_STATE_HOME/callwarden``, by default
+    ``~/.local/state/callwarden``; outside any project an agent works in."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+                                                            "state")
+    return os.path.join(os.path.abspath(base), "callwarden")
 
 
 def _enable_wal(db: sqlite3.Connection, timeout: float) -> None:
