@@ -14,6 +14,7 @@ owner) and the recommended baseline denies an agent's tools any access to it.
 from __future__ import annotations
 
 import hmac
+import json
 import math
 import os
 import re
@@ -125,7 +126,11 @@ class Seal:
 
     def _mac(self, where: str, record: Mapping[str, Any]) -> str:
         body = {k: v for k, v in record.items() if k != _MAC_FIELD}
-        return hmac.new(self._key, canonical([where, body]), sha256).hexdigest()
+        # Records are JSON data (what the store keeps), so sorted compact JSON is canonical for
+        # them; the call they bind to is the typed ``digest`` inside.
+        text = json.dumps([where, body], sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False, default=_refuse)
+        return hmac.new(self._key, text.encode("utf-8", "surrogatepass"), sha256).hexdigest()
 
     def sealed(self, where: str, record: Mapping[str, Any]) -> dict[str, Any]:
         """``record`` with its seal, for the store key ``where``."""
@@ -142,6 +147,10 @@ class Seal:
         return {k: v for k, v in record.items() if k != _MAC_FIELD}
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"an approval record holds a {type(value).__name__}, not JSON data")
+
+
 # -- a typed canonical encoding -----------------------------------------------------------
 
 
@@ -155,27 +164,31 @@ def canonical(value: Any) -> bytes:
     return b"".join(out)
 
 
-def _text(tag: bytes, data: bytes, out: list[bytes]) -> None:
-    out.append(b"%s%d:%s" % (tag, len(data), data))
+def _text(tag: bytes, text: str) -> bytes:
+    data = text.encode("utf-8", "surrogatepass")
+    return b"%s%d:%s" % (tag, len(data), data)
+
+
+def _key(key: Any) -> bytes:
+    return _text(b"s", key) if type(key) is str else canonical(key)
 
 
 def _encode(value: Any, out: list[bytes], depth: int) -> None:
-    if depth > 200:
-        raise ValueError("a value nested more than 200 levels deep has no digest")
-    if value is None:
+    kind = type(value)
+    if kind is str:
+        out.append(_text(b"s", value))
+    elif value is None:
         out.append(b"n")
-    elif value is True or value is False:
+    elif kind is bool:
         out.append(b"T" if value else b"F")
-    elif isinstance(value, int):
+    elif kind is int:
         out.append(b"i%x;" % value)  # hex: no digit limit on huge ints
-    elif isinstance(value, float):
+    elif kind is float:
         out.append(b"f%s;" % (value.hex() if math.isfinite(value) else repr(value)).encode())
-    elif isinstance(value, str):
-        _text(b"s", value.encode("utf-8", "surrogatepass"), out)
-    elif isinstance(value, bytes | bytearray):
-        _text(b"b", bytes(value), out)
-    elif isinstance(value, Mapping):
-        items = sorted(((canonical(k), v) for k, v in value.items()), key=lambda kv: kv[0])
+    elif depth > 200:
+        raise ValueError("a value nested more than 200 levels deep has no digest")
+    elif isinstance(value, dict | Mapping):
+        items = sorted(((_key(k), v) for k, v in value.items()), key=_first)
         out.append(b"m%d{" % len(items))
         for key, item in items:
             out.append(key)
@@ -186,10 +199,25 @@ def _encode(value: Any, out: list[bytes], depth: int) -> None:
         for item in value:
             _encode(item, out, depth + 1)
         out.append(b"]")
+    elif isinstance(value, bool):
+        out.append(b"T" if value else b"F")
+    elif isinstance(value, int):
+        _encode(int.__int__(value), out, depth)
+    elif isinstance(value, float):
+        _encode(float.__float__(value), out, depth)
+    elif isinstance(value, str):  # an enum of our own records (a status)
+        out.append(_text(b"s", str.__str__(value)))
+    elif isinstance(value, bytes | bytearray):
+        data = bytes(value)
+        out.append(b"b%d:%s" % (len(data), data))
     elif isinstance(value, Opaque):
-        _text(b"o", repr(value).encode("utf-8", "surrogatepass"), out)
+        out.append(_text(b"o", repr(value)))
     else:  # a date, a Decimal, a UUID ...: its type and its text
-        _text(b"x", f"{type(value).__qualname__}:{value}".encode("utf-8", "surrogatepass"), out)
+        out.append(_text(b"x", f"{type(value).__qualname__}:{value}"))
+
+
+def _first(pair: tuple[bytes, Any]) -> bytes:
+    return pair[0]
 
 
 # -- identities as people read them ------------------------------------------------------------
