@@ -236,10 +236,7 @@ class Engine:
             if rule.external:
                 verdict = yield PolicyStep(self, rule, subject, deadline)
             else:
-                try:
-                    verdict = rule.evaluate(subject)
-                except Exception as e:
-                    verdict = self.error_verdict(rule, e)
+                verdict = self._inline(rule, subject)
             if verdict is None:
                 continue
             if verdict.effect is Effect.MODIFY and verdict.args is not None:
@@ -471,7 +468,7 @@ class Engine:
                 continue
             if rule.external:
                 verdict = external.get(id(rule)) if external is not None else None
-            else:
+            else:  # _inline, inlined: this is every decision's hot loop
                 try:
                     verdict = rule.evaluate(subject)
                 except Exception as e:
