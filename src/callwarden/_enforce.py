@@ -333,19 +333,15 @@ class Enforcer:
         except BaseException as e:
             await self.arecord_outcome(decision, OutcomeStatus.ERROR, started, e)
             raise
-        shown, status, halt, _, _ = self._screen(decision, result)
-        auditor = self.guard.auditor
-        if auditor is not None:
-            await auditor.aoutcome(decision, status, _perf() - started)
-        return shown, halt
+        screened = self.screen(decision, result)
+        await self.arecord_outcome(decision, screened.status, started, by=screened)
+        return screened.shown, screened.halt
 
     def finish(self, decision: Decision, result: Any, started: float) -> tuple[Any, bool]:
         """After a tool the framework ran itself: screen its output and record the outcome."""
-        shown, status, halt, _, _ = self._screen(decision, result)
-        auditor = self.guard.auditor
-        if auditor is not None:
-            auditor.outcome(decision, status, _perf() - started)
-        return shown, halt
+        screened = self.screen(decision, result)
+        self.record_outcome(decision, screened.status, started, by=screened)
+        return screened.shown, screened.halt
 
     # -- the output and the record -----------------------------------------------------------
 
@@ -371,18 +367,25 @@ class Enforcer:
                 check.rule, check.source)
 
     def record_outcome(self, decision: Decision, status: str, started: float,
-                       error: BaseException | None = None) -> None:
-        """Writes the outcome event (``ok``, ``error``, ``output_blocked`` ...) when audited."""
+                       error: BaseException | None = None, *,
+                       by: Screened | None = None) -> None:
+        """Writes the outcome event (``ok``, ``error``, ``output_blocked`` ...) when audited;
+        ``by``: the screening of the result, so the event names the output rule that acted."""
         auditor = self.guard.auditor
         if auditor is not None:
-            auditor.outcome(decision, status, _perf() - started, _error_text(error))
+            auditor.outcome(decision, status, _perf() - started, _error_text(error),
+                            output_rule=None if by is None else by.rule,
+                            output_source=None if by is None else by.source)
 
     async def arecord_outcome(self, decision: Decision, status: str, started: float,
-                              error: BaseException | None = None) -> None:
+                              error: BaseException | None = None, *,
+                              by: Screened | None = None) -> None:
         """Async twin of :meth:`record_outcome`."""
         auditor = self.guard.auditor
         if auditor is not None:
-            await auditor.aoutcome(decision, status, _perf() - started, _error_text(error))
+            await auditor.aoutcome(decision, status, _perf() - started, _error_text(error),
+                                   output_rule=None if by is None else by.rule,
+                                   output_source=None if by is None else by.source)
 
 
 def raise_unless_allowed(decision: Decision) -> None:

@@ -313,6 +313,19 @@ async def test_an_output_halt_withholds_the_result_and_halts() -> None:
     assert result.is_error and SECRET not in result.to_text() and wb.halted is not None
 
 
+async def test_the_outcome_names_the_output_rule(tmp_path) -> None:
+    log = tmp_path / "audit.jsonl"
+    policy = {"version": 1, "audit": {"sinks": [{"jsonl": str(log)}]}, "rules": [
+        {"id": "leak", "on": "output", "if": "args.output.contains('secret_access_key')",
+         "effect": "deny", "message": "withheld"}]}
+    wb = guarded(Tools(), policy)
+    await wb.call_tool("read_file", {"path": "config.ini"})
+    wb.enforcer.guard.close()
+    [outcome] = [e for e in map(json.loads, log.read_text().splitlines())
+                 if e["type"] == "outcome"]
+    assert (outcome["status"], outcome["output_rule"]) == ("output_blocked", "leak")
+
+
 async def test_call_tool_decides_on_the_non_streaming_path_too() -> None:
     tools = Tools()
     wb = GuardedWorkbench(StaticWorkbench(tools.all()), POLICY)

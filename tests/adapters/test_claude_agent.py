@@ -46,6 +46,7 @@ from callwarden.adapters.claude_agent import (
     callwarden_options,
     permission_result,
 )
+from callwarden.audit import Auditor, CallableSink
 
 README = ReadmeSection("Claude Agent SDK and Claude Code")
 TIMEOUT = 60
@@ -384,6 +385,17 @@ async def test_a_text_output_rule_blocks_structured_results_too(response: Any) -
          "tool_response": response}, "toolu_01", {})
     shown = reply["hookSpecificOutput"]["updatedToolOutput"]
     assert "CONFIDENTIAL" not in str(shown) and "That output is confidential." in str(shown)
+
+
+async def test_the_outcome_names_the_output_rule_that_blocked_the_result() -> None:
+    events: list[dict[str, Any]] = []
+    guard = Guard(rules=CONFIDENTIAL["rules"], audit=Auditor([CallableSink(events.append)]))
+    await ClaudeAgentGuard(guard).post_tool_use(
+        {**pre_tool_use("mcp__docs__read", {"id": "7"}), "hook_event_name": "PostToolUse",
+         "tool_response": MCP_RESULT}, "toolu_01", {})
+    guard.close()
+    [outcome] = [e for e in events if e["type"] == "outcome"]
+    assert (outcome["status"], outcome["output_rule"]) == ("output_blocked", "no-confidential")
 
 
 # -- README ------------------------------------------------------------------------------------

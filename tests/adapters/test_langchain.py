@@ -114,6 +114,9 @@ def test_outcomes_are_audited_after_the_tool_runs() -> None:
     guard.close()
     outcomes = {e["tool"]: e["status"] for e in seen if e["type"] == "outcome"}
     assert outcomes == {"search": "ok", "read_config": "output_modified"}
+    # The outcome names the output rule that changed what the model saw (issue 13, item 4).
+    by = {e["tool"]: e.get("output_rule") for e in seen if e["type"] == "outcome"}
+    assert by == {"search": None, "read_config": "redact-keys"}
 
 
 # -- fail closed ------------------------------------------------------------------------------

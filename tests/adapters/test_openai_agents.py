@@ -391,6 +391,14 @@ async def test_output_rules_replace_what_the_model_sees(recorder, gate) -> None:
         "The record holds card data; ask the user for what you need."
 
 
+async def test_the_outcome_names_the_output_rule_that_replaced_the_output(recorder) -> None:
+    guard, events = audited_guard()
+    model = scripted(calls(("crm_lookup", {"customer": "ada"})))
+    await run(guard_agent(make_agent(recorder.tools(), model), guard), "go")
+    [outcome] = [e for e in events if e["type"] == "outcome"]
+    assert (outcome["status"], outcome["output_rule"]) == ("output_blocked", "card-data")
+
+
 async def test_a_halting_output_rule_stops_the_run(recorder) -> None:
     policy = {"version": 1, "rules": [
         {"id": "breach", "on": "output", "match": {"tool": "crm_lookup"},

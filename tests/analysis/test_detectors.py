@@ -401,3 +401,58 @@ def test_base64_of_plain_text_is_not_a_finding() -> None:
 
 def test_fullwidth_prose_without_secrets_is_not_a_finding() -> None:
     assert not select_detectors(None).scan("\uff28\uff45\uff4c\uff4c\uff4f world \u200b ok")
+
+
+# ------------------------------------------------------------------ secrets as keys, odd values
+
+
+def _caught_secrets() -> list[str]:
+    """Corpus secrets a detector finds when they stand alone."""
+    found = []
+    for row in _corpus():
+        secret = str(row.get("secret") or row["sample"])
+        if row["kind"] == "positive" and len(secret) >= 8 and scan_text(secret):
+            found.append(secret)
+    return found
+
+
+@pytest.mark.parametrize("secret", _caught_secrets())
+def test_a_corpus_secret_used_as_a_key_is_never_named_in_a_finding(secret: str) -> None:
+    value = {secret: {"note": f"again {secret}"}, "list": [{secret: 1}]}
+    found = scan_value(value)
+    assert any(f.in_key for f in found)
+    shown = [f.path for f in found] + [f.describe() for f in found] + [found.summary(9)]
+    shown += [json.dumps(f.to_dict()) for f in found] + found.notes
+    assert [s for s in shown if secret in s] == []
+    assert secret not in repr(redact(value, found))
+
+
+def test_a_long_key_is_shortened_in_paths() -> None:
+    found = scan_value({"k" * 100_000: f"key {AWS_KEY}"})
+    assert len(found[0].path) < 100
+
+
+@pytest.mark.parametrize("text", [
+    'PASSWORD=""s3cr3tP4ss99""',
+    "password=''s3cr3tP4ss99''",
+    'API_TOKEN=""a8f3k2m9x7q1w5e3r8t6""',
+    'db_password="""s3cr3tP4ss99"""',
+])
+def test_doubled_quotes_hold_an_assigned_value(text: str) -> None:
+    found = scan_text(text)
+    assert [f.detector for f in found] == ["secret_assignment"]
+    assert redact(text, found).strip("\"'").endswith("[REDACTED:secret_assignment]")
+
+
+@pytest.mark.parametrize("char", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "\x85",
+                                  "\x00", "\x7f"])
+def test_a_control_character_inside_an_assigned_value_does_not_cut_it(char: str) -> None:
+    text = f"API_TOKEN=a8f3k2m9{char}x7q1w5e3r8t6zz and more"
+    found = scan_text(text)
+    assert [f.detector for f in found] == ["secret_assignment"]
+    assert redact(text, found) == "API_TOKEN=[REDACTED:secret_assignment] and more"
+
+
+def test_a_unicode_space_still_ends_an_assigned_value() -> None:
+    text = "API_TOKEN=a8f3k2m9x7q1w5e3r8t6\u00a0and more"
+    assert redact(text, scan_text(text)) == "API_TOKEN=[REDACTED:secret_assignment]\u00a0and more"

@@ -77,9 +77,9 @@ def test_required_audit_writes_before_returning(guard: Guard) -> None:
         assert [e["decision_id"] for e in recorder.events] == [decision.decision_id]
 
 
-def test_a_slow_sink_does_not_block_the_caller(guard: Guard) -> None:
+def test_a_slow_sink_does_not_block_a_lossy_caller(guard: Guard) -> None:
     sink = Blocked()
-    auditor = Auditor([sink], deadline=0.05)
+    auditor = Auditor([sink], delivery="lossy", deadline=0.05)
     returned = threading.Event()
 
     def call() -> None:
@@ -106,9 +106,9 @@ def test_a_slow_sink_fails_closed_at_the_deadline_when_required(guard: Guard) ->
     auditor.close()
 
 
-def test_a_full_queue_drops_and_counts_events(guard: Guard) -> None:
+def test_a_full_lossy_queue_drops_and_counts_events(guard: Guard) -> None:
     sink = Blocked()
-    auditor = Auditor([sink], queue_size=3)
+    auditor = Auditor([sink], queue_size=3, delivery="lossy")
     decision = guard.check("bash", {"command": "ls"})
     auditor.decision(decision)
     assert sink.entered.wait(20)  # the writer holds one event inside the sink
@@ -121,8 +121,15 @@ def test_a_full_queue_drops_and_counts_events(guard: Guard) -> None:
     assert stats["written"] + stats["dropped"] == 11
 
 
-def test_events_after_close_are_dropped_not_raised(guard: Guard) -> None:
+def test_decisions_after_close_are_refused_by_default(guard: Guard) -> None:
     auditor = Auditor([Recorder()])
+    auditor.close()
+    with pytest.raises(AuditError, match="closed"):
+        auditor.decision(guard.check("bash", {"command": "ls"}))
+
+
+def test_events_after_close_are_dropped_not_raised_when_lossy(guard: Guard) -> None:
+    auditor = Auditor([Recorder()], delivery="lossy")
     auditor.close()
     auditor.decision(guard.check("bash", {"command": "ls"}))
     assert auditor.stats()["dropped"] == 1

@@ -33,6 +33,7 @@ from callwarden.audit import (
     outcome_event,
     outcome_line,
 )
+from callwarden.audit._events import decision_line
 
 _ROWS = [json.loads(line) for line in (DATA / "secrets.jsonl").read_text().splitlines()]
 POSITIVES = [r for r in _ROWS if r["kind"] == "positive"]
@@ -90,6 +91,13 @@ def test_decision_lines_write_what_decision_event_writes(name: str, redactor: Re
     decision = _decide(guard, "tool", PAYLOADS[name], user_request="please")
     [line] = decision_lines([decision], redactor)
     assert _same(line, decision_event(decision, redactor).line())
+
+
+@pytest.mark.parametrize("name", list(PAYLOADS))
+@pytest.mark.parametrize("redactor", [Redactor(), Redactor.off()], ids=["on", "off"])
+def test_a_callers_own_line_is_what_decision_event_writes(name: str, redactor: Redactor) -> None:
+    decision = _decide(make_guard(), "tool", PAYLOADS[name], user_request="please")
+    assert _same(decision_line(decision, redactor), decision_event(decision, redactor).line())
 
 
 def test_decision_lines_keep_order_and_rewritten_arguments(guard: Guard) -> None:
@@ -262,6 +270,7 @@ def test_decision_lines_match_decision_event_on_generated_payloads(args: dict[st
     decision = guard.check("tool", args)
     [line] = decision_lines([decision])
     assert _same(line, decision_event(decision).line())
+    assert _same(decision_line(decision), line)
 
 
 # -- the auditor ------------------------------------------------------------------------------

@@ -100,3 +100,17 @@ def test_what_if_commands_do_not_write_into_the_live_log(tmp_path: Path, capsys)
     assert main(["lint", str(policy)]) == 0
     main(["replay", "--policy", str(policy), str(log)])
     assert log.read_text() == before
+
+
+def test_an_outcome_names_the_output_rule_and_where_it_is_written(tmp_path: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+    (tmp_path / "p.yaml").write_text(
+        f"version: 1\naudit:\n  sinks: [{{jsonl: {log}}}]\nrules:\n"
+        "  - id: cap-results\n    on: output\n    max_chars: 5\n    effect: modify\n")
+    guard = Guard.from_file(tmp_path / "p.yaml")
+    assert guard.run("fetch", {}, lambda: "a long result") != "a long result"
+    assert guard.run("fetch", {}, lambda: "ok") == "ok"
+    guard.close()
+    outcomes = [e for e in events(log) if e["type"] == "outcome"]
+    assert [(e["status"], e.get("output_rule"), e.get("output_source")) for e in outcomes] == [
+        ("output_modified", "cap-results", f"{tmp_path / 'p.yaml'}:5"), ("ok", None, None)]

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden._enforce import Enforcer
+from callwarden._enforce import Enforcer, Screened
 from callwarden._messages import approval_pending, describe_refusal, halted, output_unscreened
 from callwarden.adapters._core import enforcer as enforcement_path
 from callwarden.exceptions import ApprovalPending, MissingDependency
@@ -241,13 +241,14 @@ class GuardedWorkbench(StaticStreamWorkbench):
         """Applies output rules to the result's text (images are dropped if text changes)."""
         try:
             text = result.to_text(replace_image="[image]")
-            shown, status, halt = self._enforcer.screen_output(decision, text)
+            screened = self._enforcer.screen(decision, text)
+            shown, status, halt = screened.shown, screened.status, screened.halt
         except Exception as e:  # fail closed: withhold what could not be checked
             self._record(decision, "error", started, e)
             return _error(result.name, output_unscreened(result.name, e))
         # The inner workbench reports a failed tool as an error result, not an exception.
         self._record(decision, "error" if result.is_error and status == "ok" else status,
-                     started, None)
+                     started, None, screened)
         if halt:
             self._halted = self._halted or decision._replace(effect=Effect.HALT,
                                                              message=str(shown))
@@ -258,9 +259,9 @@ class GuardedWorkbench(StaticStreamWorkbench):
                           is_error=result.is_error or status == "output_blocked")
 
     def _record(self, decision: Decision, status: str, started: float,
-                error: BaseException | None) -> None:
+                error: BaseException | None, by: Screened | None = None) -> None:
         try:
-            self._enforcer.record_outcome(decision, status, started, error)
+            self._enforcer.record_outcome(decision, status, started, error, by=by)
         except Exception:  # an audit sink failing after the call cannot undo it
             return
 

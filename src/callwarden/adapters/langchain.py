@@ -43,7 +43,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
-from callwarden._enforce import Enforcer
+from callwarden._enforce import Enforcer, Screened
 from callwarden._messages import describe_refusal, not_approved, undecided
 from callwarden.adapters._core import enforcer as enforcement_path
 from callwarden.exceptions import (
@@ -208,12 +208,12 @@ class CallwardenMiddleware(AgentMiddleware[Any, Any, Any]):
     def _screen(self, decision: Decision, request: ToolCallRequest, result: Result,
                 started: float) -> Result:
         try:
-            shown, status, halt = _screen_result(self.enforcer, decision, result)
+            shown, status, halt, by = _screen_result(self.enforcer, decision, result)
         except Exception as e:  # the output may hold what the rules exist to stop
             self.enforcer.record_outcome(decision, "error", started, e)
             return _refuse(request, f"The output of '{decision.call.tool}' was withheld: it "
                                     f"could not be screened ({type(e).__name__}: {e}).")
-        self.enforcer.record_outcome(decision, status, started)
+        self.enforcer.record_outcome(decision, status, started, by=by)
         if halt is not None:
             raise GraphRunHalted(decision._replace(effect=Effect.HALT, message=halt))
         return cast("Result", shown)
@@ -300,39 +300,43 @@ def _failed(request: ToolCallRequest, error: Exception) -> ToolMessage:
 
 
 def _screen_result(enforcer: Enforcer, decision: Decision,
-                   result: Any) -> tuple[Any, str, str | None]:
-    """(what the model gets, the outcome status, the halt message or None)."""
+                   result: Any) -> tuple[Any, str, str | None, Screened | None]:
+    """(what the model gets, the outcome status, the halt message or None, the screening
+    that decided the status: it names the output rule)."""
     if isinstance(result, ToolMessage):
         return _screen_message(enforcer, decision, result)
     update = result.update if isinstance(result, Command) else None
     if not isinstance(update, Mapping):
-        return result, "ok", None
+        return result, "ok", None, None
     messages = update.get("messages")
     if not isinstance(messages, list | tuple):
-        return result, "ok", None
-    screened, statuses = [], []
+        return result, "ok", None, None
+    screened, outcomes = [], []
     for message in messages:
         if isinstance(message, ToolMessage):
-            message, status, halt = _screen_message(enforcer, decision, message)
+            message, status, halt, by = _screen_message(enforcer, decision, message)
             if halt is not None:
-                return result, status, halt
-            statuses.append(status)
+                return result, status, halt, by
+            outcomes.append((status, by))
         screened.append(message)
+    statuses = [status for status, _ in outcomes]
     worst = next((s for s in ("output_blocked", "error", "output_modified") if s in statuses),
                  "ok")
-    return replace(result, update={**update, "messages": screened}), worst, None
+    by = next((by for status, by in outcomes if status == worst and by is not None), None)
+    return replace(result, update={**update, "messages": screened}), worst, None, by
 
 
-def _screen_message(enforcer: Enforcer, decision: Decision,
-                    message: ToolMessage) -> tuple[ToolMessage, str, str | None]:
-    shown, status, halt = enforcer.screen_output(decision, message.content)
+def _screen_message(enforcer: Enforcer, decision: Decision, message: ToolMessage
+                    ) -> tuple[ToolMessage, str, str | None, Screened | None]:
+    by = enforcer.screen(decision, message.content)
+    shown, status, halt = by.shown, by.status, by.halt
     if halt:
-        return message, status, str(shown)
+        return message, status, str(shown), by
     if status == "ok":
-        return message, "error" if message.status == "error" else "ok", None
+        return message, "error" if message.status == "error" else "ok", None, None
     # The artifact is never shown to the model but may hold the very data the rule removed.
     update: dict[str, Any] = {"content": shown if isinstance(shown, str | list) else str(shown),
                               "artifact": None}
     if status == "output_blocked":
         update["status"] = "error"
-    return message.model_copy(update=update), status, None
+    return message.model_copy(update=update), status, None, by

@@ -371,8 +371,9 @@ class _Bound:
                 started = _perf()
             else:
                 decision, started = entry.decision, entry.started
-            shown, status, halt = enforcer.screen_output(decision, data.output)
-            enforcer.record_outcome(decision, status, started)
+            screened = enforcer.screen(decision, data.output)
+            shown, status, halt = screened.shown, screened.status, screened.halt
+            enforcer.record_outcome(decision, status, started, by=screened)
         except Exception as e:
             return ToolGuardrailFunctionOutput.reject_content(
                 f"The output of '{self.name}' was withheld: callwarden could not check it "

@@ -1,20 +1,27 @@
 """The audit trail: one event per decision (before the tool runs) and one per outcome.
 
 Wire an :class:`Auditor` with sinks, hand it decisions, and every event is redacted, bounded
-and delivered without holding up the call::
+and delivered::
 
     auditor = Auditor([JsonlSink("logs/audit.jsonl", rotate_bytes=10 << 20)])
     decision = guard.check("bash", {"command": "ls"})
-    auditor.decision(decision)
+    auditor.decision(decision)   # returns once the event is in the file
     ...  # the tool runs
     auditor.outcome(decision, "ok", duration=0.012)
+
+What ``decision()`` guarantees on return is the auditor's ``delivery``: ``written`` (the
+default: the event is in every sink, so a call never runs without its event, even if the
+process is killed next; a call whose event is not written within ``deadline`` is refused),
+``queued`` (queued, waiting for room when the queue is full, never dropped) or ``lossy``
+(never waits; what a full queue drops is counted in ``stats()`` and written into the log as
+an ``audit_dropped`` event). ``fsync`` (a sink option) adds power-loss durability.
 
 Event fields (``schema_version`` 1; the JSON Schema ships as
 ``callwarden/data/audit-event.schema.json``, see :func:`load_schema`):
 
 =================  ==========================================================================
 schema_version     always 1 for this layout
-type               ``decision``, ``outcome`` or ``approval``
+type               ``decision``, ``outcome``, ``approval`` or ``audit_dropped``
 event_id           unique id of the event
 time               ISO 8601 UTC with microseconds (decision: when the call was made)
 decision_id        id of the decision (an outcome names the decision it follows)
@@ -37,11 +44,17 @@ policy             the policy's name and content hash (``name@hash``)
 elapsed_us         evaluation time in microseconds
 redactions         what was redacted: ``{path: "args.body", detector: "aws_access_key_id"}``,
                    never the value
-truncated          present when the event was cut to fit ``max_bytes``: which parts
+truncated          present when the event was cut to fit ``max_bytes``, or parts of the
+                   decision could not be read: which parts (a value that cannot be
+                   written is recorded as ``<unrecordable ...>``)
 status             outcome: ok | error | output_blocked | output_modified
 duration_ms        outcome: how long the tool ran
 error              outcome: the error text (redacted), else null
 =================  ==========================================================================
+
+An ``audit_dropped`` event (lossy delivery only) records a gap: ``dropped`` events were not
+written between ``first`` and ``last`` (``total_dropped`` since the auditor started),
+``reason`` ``queue_full``.
 
 An ``approval`` event records one transition of an approval request or a remembered grant:
 ``action`` (requested, approved, denied, cancelled, expired, refused, consumed,
@@ -62,7 +75,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from callwarden.audit._auditor import AuditError, Auditor
-from callwarden.audit._config import AuditSettings, SinkSpec, parse_audit_config
+from callwarden.audit._config import DELIVERIES, AuditSettings, SinkSpec, parse_audit_config
 from callwarden.audit._events import (
     APPROVAL_ACTIONS,
     OUTCOME_STATUSES,
@@ -71,6 +84,7 @@ from callwarden.audit._events import (
     approval_event,
     decision_event,
     decision_lines,
+    dropped_event,
     outcome_event,
     outcome_line,
 )
@@ -90,6 +104,7 @@ if TYPE_CHECKING:
 __all__ = [
     "APPROVAL_ACTIONS",
     "DEFAULT_SENSITIVE_KEYS",
+    "DELIVERIES",
     "OUTCOME_STATUSES",
     "SCHEMA_VERSION",
     "AuditError",
@@ -107,6 +122,7 @@ __all__ = [
     "approval_event",
     "decision_event",
     "decision_lines",
+    "dropped_event",
     "load_schema",
     "outcome_event",
     "outcome_line",

@@ -3,12 +3,14 @@
 Either a list of sinks, or a mapping with options::
 
     audit:
-      - {jsonl: logs/audit.jsonl, rotate_bytes: 10MB, rotate_interval: 1d, fsync: true}
+      - {jsonl: logs/audit.jsonl, rotate_bytes: 10MB, rotate_interval: 1d, fsync: true,
+         inline: true}           # false: written from the auditor's thread (network disks)
       - {stdout: {}}
 
     audit:
-      required: true            # fail closed when the audit cannot be written
-      deadline: 200ms
+      required: true            # fail closed when a sink fails, too
+      delivery: written         # written (default) | queued | lossy
+      deadline: 1s              # how long a call may wait for its event's write
       queue_size: 10000
       redact: {keys: [ssn], patterns: {ticket: "TCK-[0-9]{6}"}, callback: "mymod:scrub",
                detectors: [secret, pii], max_string: 4096, max_bytes: 65536}
@@ -38,20 +40,23 @@ from callwarden.audit._sinks import CallableSink, JsonlSink, SQLiteSink, StdoutS
 from callwarden.engine.user import load_object
 from callwarden.exceptions import ConfigError
 
-__all__ = ["AuditSettings", "SinkSpec", "build_sink", "parse_audit_config"]
+__all__ = ["DELIVERIES", "AuditSettings", "SinkSpec", "build_sink", "parse_audit_config"]
 
 Key = tuple[str | int, ...]
 
 _SINK_KEYS = ("jsonl", "stdout", "sqlite", "otel", "callable")
 _OPTIONS = {
-    "jsonl": ("path", "rotate_bytes", "rotate_interval", "fsync"),
+    "jsonl": ("path", "rotate_bytes", "rotate_interval", "fsync", "inline"),
     "stdout": (),
     "sqlite": ("path", "table"),
     "otel": ("signal",),
     "callable": ("target",),
 }
 _MAIN = {"jsonl": "path", "sqlite": "path", "callable": "target"}
-_TOP = ("sinks", "required", "deadline", "queue_size", "redact")
+_TOP = ("sinks", "required", "delivery", "deadline", "queue_size", "redact")
+DELIVERIES = ("written", "queued", "lossy")
+"""What ``Auditor.decision()`` guarantees on return: the event is written (default), queued
+(waiting for room, never dropped), or maybe dropped (``lossy``, counted and noted)."""
 _REDACT = ("keys", "default_keys", "patterns", "callback", "detectors", "max_string",
            "max_bytes")
 
@@ -92,8 +97,9 @@ class AuditSettings:
     sinks: tuple[SinkSpec, ...]
     redactor: Redactor | None = None
     required: bool = False
-    deadline: float = 0.2
+    deadline: float = 1.0
     queue_size: int = 10_000
+    delivery: str = "written"
 
 
 def parse_audit_config(config: Any, *, base_dir: Path) -> AuditSettings:
@@ -120,7 +126,15 @@ def parse_audit_config(config: Any, *, base_dir: Path) -> AuditSettings:
     required = config.get("required", False)
     if not isinstance(required, bool):
         raise _error(("required",), "must be true or false")
-    deadline = 0.2
+    delivery = config.get("delivery", "written")
+    if delivery not in DELIVERIES:
+        raise _error(("delivery",), f"must be one of {', '.join(DELIVERIES)}",
+                     "written: every call's event is written before it runs (the default); "
+                     "lossy: never wait, count and note what is dropped")
+    if required and delivery != "written":
+        raise _error(("delivery",), "a required audit is written before the call runs",
+                     "drop 'delivery', or 'required: true'")
+    deadline = 1.0
     if "deadline" in config:
         try:
             deadline = parse_duration(config["deadline"])
@@ -130,7 +144,7 @@ def parse_audit_config(config: Any, *, base_dir: Path) -> AuditSettings:
     if isinstance(queue_size, bool) or not isinstance(queue_size, int) or queue_size < 1:
         raise _error(("queue_size",), "must be a positive integer", "e.g. queue_size: 10000")
     redactor = _redactor(config.get("redact"), ("redact",), base_dir)
-    return AuditSettings(tuple(sinks), redactor, required, deadline, queue_size)
+    return AuditSettings(tuple(sinks), redactor, required, deadline, queue_size, delivery)
 
 
 def _sink(raw: Any, path: Key, base_dir: Path) -> SinkSpec:
@@ -192,9 +206,12 @@ def _sink_spec(kind: str, options: dict[str, Any], path: Key, base_dir: Path) ->
         fsync = options.get("fsync", False)
         if not isinstance(fsync, bool):
             raise _error((*path, "fsync"), "must be true or false")
+        inline = options.get("inline", True)
+        if not isinstance(inline, bool):
+            raise _error((*path, "inline"), "must be true or false")
         return SinkSpec(kind, {"path": _path(options, path, kind, base_dir),
                                "rotate_bytes": rotate_bytes, "rotate_interval": rotate_interval,
-                               "fsync": fsync})
+                               "fsync": fsync, "inline": inline})
     if kind == "stdout":
         return SinkSpec(kind)
     if kind == "sqlite":

@@ -9,18 +9,20 @@ the shipped JSON Schema (``callwarden/data/audit-event.schema.json``).
 from __future__ import annotations
 
 import json
+import math
 import time as _time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from callwarden._call import new_id
-from callwarden._decision import Decision
+from callwarden._decision import Decision, Effect, Mode
 from callwarden.audit._redact import Redactor, strict_json
 
 __all__ = [
     "APPROVAL_ACTIONS", "OUTCOME_STATUSES", "SCHEMA_VERSION", "AuditEvent", "approval_event",
-    "decision_event", "decision_lines", "iso_time", "outcome_event", "outcome_line",
+    "decision_event", "decision_line", "decision_lines", "dropped_event", "iso_time", "outcome_event",
+    "outcome_line",
 ]
 
 SCHEMA_VERSION = 1
@@ -93,6 +95,21 @@ def _cut(value: str) -> str:
 def decision_event(decision: Decision, redactor: Redactor | None = None) -> AuditEvent:
     """Builds the ``decision`` event of one decision: redacted, bounded, JSON-safe.
 
+    Never raises: a value that cannot be recorded becomes a placeholder
+    (``<unrecordable int: ValueError>``), and should anything else about the decision be
+    unreadable, the event still records every field that can be read, with ``truncated``
+    naming what could not (see ``_unrecordable``).
+    """
+    red = redactor or _DEFAULT
+    try:
+        return _decision_event(decision, red)
+    except Exception as e:
+        return _unrecordable(decision, red, e)
+
+
+def _decision_event(decision: Decision, red: Redactor) -> AuditEvent:
+    """Builds the ``decision`` event (``decision_event``, which may raise).
+
     The fields are those of ``Decision.to_dict()``, flattened (the call's fields at the top
     level) and redacted. It reads the decision's fields directly rather than through
     ``to_dict()``: the redaction walk already makes the JSON-safe copy, and doing it twice
@@ -101,7 +118,6 @@ def decision_event(decision: Decision, redactor: Redactor | None = None) -> Audi
     redacted and encoded once per distinct outcome and reused, since a policy's rules produce
     the same few outcomes over and over.
     """
-    red = redactor or _DEFAULT
     call = decision.call
     found: list[dict[str, str]] = []
     cap = red.max_string
@@ -216,10 +232,40 @@ def decision_lines(decisions: Sequence[Decision], redactor: Redactor | None = No
     decision's payloads in one pass, so the more decisions at once the cheaper each.
     """
     red = redactor or _DEFAULT
+    try:
+        return _decision_lines(decisions, red)
+    except Exception:  # one odd decision: each on its own (decision_event never raises)
+        return [decision_event(d, red).line() for d in decisions]
+
+
+def decision_line(decision: Decision, redactor: Redactor | None = None) -> str:
+    """``decision_lines([decision], redactor)[0]``: the line of one decision, for a caller
+    writing its own event (no batch to share the screening pass with)."""
+    red = redactor or _DEFAULT
+    try:
+        call = decision[1]
+        args = red.plain_json(call[1])
+        context = red.plain_json(call[8]) if call[8] else "{}"
+        effective = _ABSENT if decision[2] is call[1] else red.plain_json(decision[2])
+        if args is not None and context is not None and effective is not None:
+            part = _verdict_part(decision, red)
+            payloads = _payloads(args, effective, context)
+            line = _decision_line(new_id(), iso_time(call[7]), decision, payloads, part[1],
+                                  part[4])
+            if len(line) <= red.max_bytes and not red.screen([payloads])[0]:
+                return line
+    except Exception:  # the event builder records what it can
+        pass
+    return decision_event(decision, red).line()
+
+
+def _decision_lines(decisions: Sequence[Decision], red: Redactor) -> list[str]:
     plain = red.plain_json
     limit = red.max_bytes
     second, prefix = _second_cache
     verdicts: dict[tuple[Any, ...], tuple[Any, Any, str, str]] = {}  # this batch's
+    verdict: tuple[Any, Any, str, str]
+    single = len(decisions) == 1
     lines: list[str | None] = []
     texts: list[str] = []  # the payloads of the lines built so far, in order
     # The hot loop of auditing: fields by position (see ToolCall, Decision), no calls that
@@ -238,12 +284,16 @@ def decision_lines(decisions: Sequence[Decision], redactor: Redactor | None = No
         if effective is None:
             lines.append(None)
             continue
-        key = decision[3:10]  # reasons, rule, source, matched, message, mode, would_effect
-        verdict = verdicts.get(key)
-        if verdict is None or verdict[0] is not decision[0] or verdict[1] != decision[12]:
-            part = _verdict_part(decision, red)  # effect and policy complete the key
-            verdict = verdicts[key] = (decision[0], decision[12], part[1],
-                                       _encode(part[2]) if part[2] else "[]")
+        if single:  # hashing the verdict's fields is a good part of the cost: once only
+            part = _verdict_part(decision, red)
+            verdict = (None, None, part[1], part[4])
+        else:
+            key = decision[3:10]  # reasons, rule, source, matched, message, mode, would_effect
+            found = verdicts.get(key)
+            if found is None or found[0] is not decision[0] or found[1] != decision[12]:
+                part = _verdict_part(decision, red)  # effect and policy complete the key
+                found = verdicts[key] = (decision[0], decision[12], part[1], part[4])
+            verdict = found
         ts = call[7]
         if int(ts) != second:
             second, prefix = _second(ts)
@@ -263,8 +313,9 @@ def decision_lines(decisions: Sequence[Decision], redactor: Redactor | None = No
             for decision, line in zip(decisions, lines, strict=True)]
 
 
-# -> (fields, their encoded JSON with a leading comma, redactions, the redactor it was made by)
-_VerdictPart = tuple[dict[str, Any], str, list[dict[str, str]], Redactor]
+# -> (fields, their encoded JSON with a leading comma, redactions, the redactor it was made by,
+#     the redactions encoded)
+_VerdictPart = tuple[dict[str, Any], str, list[dict[str, str]], Redactor, str]
 _verdict_cache: dict[tuple[Any, ...], _VerdictPart] = {}
 _VERDICT_CACHE_SIZE = 2048
 
@@ -305,7 +356,8 @@ def _verdict_part(decision: Decision, red: Redactor) -> _VerdictPart:
         "policy": decision.policy,
     }
     encoded = _encode(fields)
-    part: _VerdictPart = (fields, "," + encoded[1:-1], found, red)
+    part: _VerdictPart = (fields, "," + encoded[1:-1], found, red,
+                          _encode(found) if found else "[]")
     if red.callback is None:  # a callback may answer differently each time: never cached
         if len(_verdict_cache) >= _VERDICT_CACHE_SIZE:
             _verdict_cache.clear()
@@ -314,7 +366,9 @@ def _verdict_part(decision: Decision, red: Redactor) -> _VerdictPart:
 
 
 def outcome_event(decision: Decision, status: str, duration: float, error: str | None = None,
-                  redactor: Redactor | None = None, *, at: float | None = None) -> AuditEvent:
+                  redactor: Redactor | None = None, *, at: float | None = None,
+                  output_rule: str | None = None,
+                  output_source: str | None = None) -> AuditEvent:
     """Builds the ``outcome`` event: what happened after the tool ran (join on decision_id).
 
     Args:
@@ -324,6 +378,8 @@ def outcome_event(decision: Decision, status: str, duration: float, error: str |
         error: the error text, when the tool raised (redacted like arguments).
         redactor: the redactor (default: every secret detector and key name).
         at: when the outcome happened (default: now).
+        output_rule, output_source: the output rule that blocked, rewrote or halted on the
+            result, and where it is written (``output_blocked`` / ``output_modified``).
 
     Raises:
         ValueError: for an unknown status.
@@ -331,11 +387,21 @@ def outcome_event(decision: Decision, status: str, duration: float, error: str |
     if status not in OUTCOME_STATUSES:
         raise ValueError(f"status must be one of {', '.join(OUTCOME_STATUSES)}, not {status!r}")
     red = redactor or _DEFAULT
+    by = (output_rule, output_source)
+    try:
+        return _outcome_event(decision, status, duration, error, red, at, by)
+    except Exception as e:
+        return _unrecordable(decision, red, e, (status, duration, error, at, *by))
+
+
+def _outcome_event(decision: Decision, status: str, duration: float, error: str | None,
+                   red: Redactor, at: float | None,
+                   by: tuple[str | None, str | None] = (None, None)) -> AuditEvent:
     call = decision.call
     found: list[dict[str, str]] = []
     event_id = new_id()
     when = iso_time(_time.time() if at is None else at)
-    duration_ms = round(max(0.0, float(duration)) * 1000, 3)
+    duration_ms = _ms(duration)
     text = None if error is None else red.text(str(error), "error", found, red.max_string)
     event = AuditEvent({
         "schema_version": SCHEMA_VERSION,
@@ -356,16 +422,24 @@ def outcome_event(decision: Decision, status: str, duration: float, error: str |
         "status": status,
         "duration_ms": duration_ms,
         "error": text,
+        **_output_rule(by),
         "redactions": found,
     })
     event._line = _outcome_line(event_id, when, decision, status, duration_ms,
                                 "null" if text is None else _str(text),
-                                _encode(found) if found else "[]")
+                                _encode(found) if found else "[]", by)
     return _bounded(event, red, decision)
 
 
+def _output_rule(by: tuple[str | None, str | None]) -> dict[str, str | None]:
+    """``output_rule`` / ``output_source`` when an output rule acted; nothing otherwise."""
+    rule, source = by
+    return {} if rule is None else {"output_rule": _name(rule), "output_source": _name(source)}
+
+
 def outcome_line(decision: Decision, status: str, duration: float, error: str | None = None,
-                 redactor: Redactor | None = None, *, at: float | None = None) -> str:
+                 redactor: Redactor | None = None, *, at: float | None = None,
+                 output_rule: str | None = None, output_source: str | None = None) -> str:
     """``outcome_event(...).line()``, without building the event when there is no error text
     (nothing to redact): the fast way for sinks that only write lines.
 
@@ -373,23 +447,38 @@ def outcome_line(decision: Decision, status: str, duration: float, error: str | 
         ValueError: for an unknown status.
     """
     red = redactor or _DEFAULT
+    by = (output_rule, output_source)
     if error is None and status in OUTCOME_STATUSES:
-        line = _outcome_line(new_id(), iso_time(_time.time() if at is None else at), decision,
-                             status, round(max(0.0, float(duration)) * 1000, 3), "null", "[]")
-        if len(line) <= red.max_bytes:
+        try:
+            line = _outcome_line(new_id(), iso_time(_time.time() if at is None else at),
+                                 decision, status, _ms(duration), "null", "[]", by)
+        except Exception:  # the event builder records what it can
+            line = None
+        if line is not None and len(line) <= red.max_bytes:
             return line
-    return outcome_event(decision, status, duration, error, red, at=at).line()
+    return outcome_event(decision, status, duration, error, red, at=at, output_rule=output_rule,
+                         output_source=output_source).line()
+
+
+def _ms(duration: float) -> float:
+    ms = round(max(0.0, float(duration)) * 1000, 3)
+    if not math.isfinite(ms):
+        raise ValueError("duration is not a finite number")
+    return ms
 
 
 def _outcome_line(event_id: str, when: str, decision: Decision, status: str,
-                  duration_ms: float, error: str, found: str) -> str:
+                  duration_ms: float, error: str, found: str,
+                  by: tuple[str | None, str | None] = (None, None)) -> str:
     """An outcome event's JSON line from its encoded parts (the one place it is assembled)."""
     call = decision.call
     who = call[3:7]  # agent, session, principal, framework
     how = (decision.effect, decision.mode, decision.rule, decision.policy)
+    rule = "" if by[0] is None else (f',"output_rule":{_opt(_name(by[0]))},'
+                                     f'"output_source":{_opt(_name(by[1]))}')
     return (f'{_head("outcome", event_id, when, decision)},"tool":{_opt(_name(call[0]))}'
             f'{_who_parts.get(who) or _who_part(who)}{_how_parts.get(how) or _how_part(how)}'
-            f',"status":"{status}","duration_ms":{duration_ms!r},"error":{error},'
+            f',"status":"{status}","duration_ms":{duration_ms!r},"error":{error}{rule},'
             f'"redactions":{found}}}')
 
 
@@ -412,6 +501,14 @@ def approval_event(action: str, record: Any, redactor: Redactor | None = None, *
     if action not in APPROVAL_ACTIONS:
         raise ValueError(f"action must be one of {', '.join(APPROVAL_ACTIONS)}, not {action!r}")
     red = redactor or _DEFAULT
+    try:
+        return _approval_event(action, record, red, decision_id, detail, at)
+    except Exception as e:
+        return _unrecordable_approval(action, record, decision_id, at, e)
+
+
+def _approval_event(action: str, record: Any, red: Redactor, decision_id: str | None,
+                    detail: str | None, at: float | None) -> AuditEvent:
     found: list[dict[str, str]] = []
     cap = red.max_string
     grant = action.startswith("grant_")
@@ -492,3 +589,169 @@ def _bounded(event: AuditEvent, red: Redactor, decision: Decision) -> AuditEvent
     event["truncated"] = shed or ["strings"]
     event.changed()
     return event
+
+
+# -- events that record what could not be recorded -------------------------------------------
+
+
+def _attempt(read: Any, default: Any) -> Any:
+    try:
+        return read()
+    except Exception:
+        return default
+
+
+def _safe_name(read: Any, default: str | None = None) -> str | None:
+    value = _attempt(read, default)
+    if value is None:
+        return None
+    return _cut(str.__str__(value)) if type(value) is str or issubclass(type(value), str) \
+        else default
+
+
+def _safe_time(read: Any) -> str:
+    ts = _attempt(read, None)
+    if type(ts) is float or type(ts) is int:
+        text = _attempt(lambda: iso_time(ts), None)
+        if text is not None:
+            return text  # type: ignore[no-any-return]
+    return iso_time(_time.time())
+
+
+def _unrecordable(decision: Any, red: Redactor, error: BaseException,
+                  outcome: tuple[Any, ...] | None = None) -> AuditEvent:
+    """The event of a decision (or of its outcome) the builder failed on: every field read on
+    its own, what cannot be read replaced (payloads by a placeholder), ``truncated`` naming
+    them. Written rather than lost: an executed call always has its event."""
+    lost: list[str] = []
+    found: list[dict[str, str]] = []
+    cap = red.max_string
+    call = _attempt(lambda: decision.call, None)
+
+    def read(name: str, fn: Any, default: Any) -> Any:
+        value = _attempt(fn, _ABSENT)
+        if value is _ABSENT:
+            lost.append(name)
+            return default
+        return value
+
+    note = f"<unrecordable: {type(error).__name__}>"
+    effect = read("effect", lambda: Effect(decision.effect).value, Effect.DENY.value)
+    event = AuditEvent({
+        "schema_version": SCHEMA_VERSION,
+        "type": "decision" if outcome is None else "outcome",
+        "event_id": new_id(),
+        "time": _safe_time(lambda: call.timestamp if outcome is None else outcome[3]),
+        "decision_id": _safe_name(lambda: decision.decision_id) or new_id(),
+        "call_id": _safe_name(lambda: call.call_id),
+        "tool": _safe_name(lambda: call.tool) or "<unrecordable>",
+    })
+    if outcome is None:
+        event["args"] = read("args", lambda: red.walk(call.args, "args", found, cap), {"…": note})
+        if _attempt(lambda: decision.args is not call.args, True):
+            event["effective_args"] = read(
+                "effective_args", lambda: red.walk(decision.args, "effective_args", found, cap),
+                {"…": note})
+        event["context"] = read("context", lambda: red.walk(dict(call.context), "context",
+                                                           found, cap), {})
+    event.update(
+        agent=_safe_name(lambda: call.agent), session=_safe_name(lambda: call.session),
+        principal=_safe_name(lambda: call.principal),
+        framework=_safe_name(lambda: call.framework),
+        effect=effect,
+        mode=read("mode", lambda: Mode(decision.mode).value, Mode.ENFORCE.value),
+        rule=_safe_name(lambda: decision.rule), policy=_safe_name(lambda: decision.policy))
+    if outcome is None:
+        event.update(
+            would_effect=read("would_effect", lambda: None if decision.would_effect is None
+                              else Effect(decision.would_effect).value, None),
+            source=_safe_name(lambda: decision.source),
+            matched=read("matched", lambda: list(_verdict_part(decision, red)[0]["matched"]),
+                         []),
+            reasons=read("reasons", lambda: list(_verdict_part(decision, red)[0]["reasons"]),
+                         []),
+            message=read("message", lambda: red.text(decision.message, "message", found, cap),
+                         note),
+            elapsed_us=read("elapsed_us", lambda: _finite(float(decision.elapsed) * 1e6), 0.0))
+    else:
+        status, duration, text, _, *by = outcome
+        rule_by: list[Any] = by
+        event.update(status=status, duration_ms=read("duration_ms", lambda: _ms(duration), 0.0),
+                     error=None if text is None else read(
+                         "error", lambda: red.text(text, "error", found, cap), note))
+        if rule_by and rule_by[0] is not None:
+            event.update(output_rule=_safe_name(lambda: rule_by[0]),
+                         output_source=_safe_name(lambda: rule_by[1]))
+    event["redactions"] = found
+    event["truncated"] = lost or ["unrecordable"]
+    line = _attempt(event.line, "")
+    if not line or len(line) > red.max_bytes:
+        for key in ("args", "effective_args", "context", "matched", "reasons", "redactions"):
+            if key in event:
+                event[key] = [] if isinstance(event[key], list) else {"…": note}
+        event["truncated"] = [*lost, "payloads"]
+        event.changed()
+    return event
+
+
+def _finite(number: float) -> float:
+    if not math.isfinite(number):
+        raise ValueError("not a finite number")
+    return round(number, 1)
+
+
+def _unrecordable_approval(action: str, record: Any, decision_id: Any, at: float | None,
+                           error: BaseException) -> AuditEvent:
+    """The approval event the builder failed on: what can be read, comments and arguments
+    left out (``truncated`` says so)."""
+    grant = action.startswith("grant_")
+
+    def name(attr: str) -> str | None:
+        return _safe_name(lambda: getattr(record, attr, None))
+
+    status = _attempt(lambda: record.status.value, None)
+    return AuditEvent({
+        "schema_version": SCHEMA_VERSION,
+        "type": "approval",
+        "event_id": new_id(),
+        "time": _safe_time(lambda: _time.time() if at is None else at),
+        "action": action,
+        "request_id": name("request_id" if grant else "id"),
+        "grant_id": name("id") if grant else None,
+        "decision_id": _safe_name(lambda: decision_id) or (None if grant else name("decision_id")),
+        "tool": name("tool") or "<unrecordable>",
+        "agent": name("agent"),
+        "session": name("session"),
+        "principal": name("principal"),
+        "status": status if type(status) is str else "<unrecordable>",
+        "by": name("by" if grant else "resolved_by"),
+        "comment": None,
+        "edited_args": None,
+        "rule": name("rule"),
+        "policy": name("policy"),
+        "scope": _safe_name(lambda: record.scope.value) if grant else None,
+        "expires": _safe_time(lambda: record.expires),
+        "detail": f"<unrecordable: {type(error).__name__}>",
+        "redactions": [],
+        "truncated": ["comment", "edited_args"],
+    })
+
+
+def dropped_event(count: int, total: int, first: float, last: float, reason: str) -> AuditEvent:
+    """An ``audit_dropped`` event: ``count`` events were not recorded between ``first`` and
+    ``last`` (``total`` since the auditor started), because of ``reason`` (``queue_full``).
+
+    Written into the log itself by an auditor that may drop (``delivery="lossy"``), so a gap
+    in the trail is visible where it happened.
+    """
+    return AuditEvent({
+        "schema_version": SCHEMA_VERSION,
+        "type": "audit_dropped",
+        "event_id": new_id(),
+        "time": iso_time(_time.time()),
+        "dropped": count,
+        "total_dropped": total,
+        "first": iso_time(first),
+        "last": iso_time(last),
+        "reason": reason,
+    })

@@ -62,9 +62,15 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _AUTH_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "negotiate", "apikey", "bot"})
 _NEXT_TOKEN = re.compile(r"[ \t]+(\S{1,4096})")
 # NAME=value, NAME: value, "name": "value" inside text (env files, YAML, headers, JSON dumps).
+# Only a space, a tab or a line break ends an unquoted value: a control character or an exotic
+# space inside a secret must not leave its tail in the log. ``""value""`` (doubled quotes, as
+# CSV and some shells write it) is a quoted value too.
 _ASSIGNMENT = re.compile(
-    r"""(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,80})["']?[ \t]*[:=][ \t]*"""
-    r"""(?P<value>"[^"\n]{1,4096}"|'[^'\n]{1,4096}'|[^\s"',;&]{1,4096})""")
+    r"""(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,80})["']?[^\S\r\n]*[:=][^\S\r\n]*"""
+    r"""(?P<value>""[^"\n]{1,4096}""|''[^'\n]{1,4096}''|"[^"\n]{1,4096}"|'[^'\n]{1,4096}'"""
+    r"""|[^ \t\r\n"',;&]{1,4096})""")
+_KEY_IN_PATH = 64  # a mapping key longer than this is shortened in a redaction's path
+_MAX_KEY_NAME = 256  # a key is looked at as a sensitive name up to this length
 _NUMBERS = frozenset({bool, int, float})
 _NOTHING = "nothing to look for"
 _SEPARATOR = "\n\n"  # never inside JSON text; doubled so a match cannot use up both
@@ -92,11 +98,35 @@ def strict_json(value: Any) -> str:
 
 
 def _child(path: str, key: str | int) -> str:
+    """The path of ``key`` under ``path``; a long key is shortened (``key`` is already
+    redacted: a path never holds more of a key than the event does)."""
     if isinstance(key, int):
         return f"{path}[{key}]"
+    if len(key) > _KEY_IN_PATH:
+        key = key[:_KEY_IN_PATH] + "…"
     if _IDENT.match(key):
         return f"{path}.{key}"
     return f"{path}[{json.dumps(key)}]"
+
+
+def _placeholder(kind: type, error: BaseException | None = None) -> str:
+    """What the event holds instead of a value that cannot be recorded."""
+    why = f": {type(error).__name__}" if error is not None else ""
+    return f"<unrecordable {getattr(kind, '__name__', 'object')}{why}>"
+
+
+def _int_text(value: int) -> str | None:
+    """The digits of ``value``, or None past the interpreter's limit on int-to-str conversion
+    (``sys.get_int_max_str_digits``): such a number cannot be written, only described."""
+    try:
+        return int.__repr__(value)
+    except ValueError:
+        return None
+
+
+def _big_int(value: int) -> str:
+    digits = int(value.bit_length() * 0.30103) + 1  # log10(2): no conversion needed
+    return f"<int of about {digits} digits, not recorded>"
 
 
 class Redactor:
@@ -118,8 +148,8 @@ class Redactor:
         ValueError: for an unknown detector name or a bad pattern (``UnknownDetector`` is one).
     """
 
-    __slots__ = ("_dset", "_key_cache", "_scan_cache", "_screen", "_subs", "callback",
-                 "max_bytes", "max_string", "replacement")
+    __slots__ = ("_dset", "_key_cache", "_scan_cache", "_screen", "_screen_match", "_subs",
+                 "callback", "max_bytes", "max_string", "replacement")
 
     def __init__(
         self,
@@ -146,6 +176,7 @@ class Redactor:
         self._key_cache: dict[str, bool] = {}
         self._scan_cache: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._screen: Any = None  # compiled on first use
+        self._screen_match: Any = None  # its yes-or-no search, made on first use
         self.callback = callback
         self.max_string = max(16, int(max_string))
         self.max_bytes = max(1024, int(max_bytes))
@@ -169,7 +200,7 @@ class Redactor:
         and nothing nested too deep. Whether it holds a secret is ``screen``'s question.
         None when the value needs the full walk.
         """
-        if self.callback is not None:
+        if self.callback is not None or _least_size(value, self.max_string, 0) < 0:
             return None
         try:
             text = "".join(_strict_chunks(value, 0))
@@ -181,6 +212,14 @@ class Redactor:
         """``plain_json`` of each value; encoded in one C-level pass when all are plain."""
         if self.callback is not None:
             return [None] * len(values)
+        if len(values) == 1:
+            return [self.plain_json(values[0])]
+        # Measured before encoding: one C-level call on a 10 MiB string holds the interpreter
+        # lock for tens of milliseconds, and a payload that large takes the walk anyway.
+        limit = self.max_string
+        for v in values:
+            if _least_size(v, limit, 0) < 0:
+                return [self.plain_json(v) for v in values]
         try:
             texts: list[str | None] = list(map("".join, map(_strict_chunks, values,
                                                             itertools.repeat(0))))
@@ -215,6 +254,15 @@ class Redactor:
             return [False] * len(texts)
         if rx is False:
             return [True] * len(texts)
+        if len(texts) == 1:  # a caller committing its own event: no joining, no offsets
+            text = texts[0]
+            if not text.isascii():
+                return [True]
+            match = self._screen_match
+            if match is None:
+                match = self._screen_match = _raw_match(rx) or (
+                    lambda data: rx.search(data.decode("ascii")) is not None)
+            return [bool(match(text.encode("ascii")))]
         joined = _SEPARATOR.join(texts)
         if not joined.isascii():  # not JSON text as plain_json writes it: offsets would differ
             return [True] * len(texts)
@@ -245,8 +293,10 @@ class Redactor:
             # (its string ends in an unescaped quote and a colon) or as NAME=value in text.
             subs = "(?i:" + "|".join("[-_]*".join(re.escape(c) for c in sub)
                                      for sub in self._subs) + ")"
+            # Between the name and ``=``: any whitespace but a line break, as _ASSIGNMENT
+            # takes it (escaped in JSON as \t, \f or \uXXXX).
             parts.append(subs + r"""(?:(?:[^"\\]|\\.)*":|[A-Za-z0-9_.\-]*(?:\\"|')?"""
-                         r"""(?: |\\t)*[:=])""")
+                         r"""(?: |\\[tf]|\\u[0-9a-fA-F]{4})*[:=])""")
         if not parts:
             return _NOTHING
         options = _re2.Options()
@@ -260,16 +310,22 @@ class Redactor:
         """True when values under ``key`` are redacted whole."""
         hit = self._key_cache.get(key)
         if hit is None:
-            low = _norm(key)
+            low = _norm(key[:_MAX_KEY_NAME])  # a name is short: a huge key is data, not a name
             hit = any(s in low for s in self._subs)
-            if len(self._key_cache) > 8192:
-                self._key_cache.clear()
-            self._key_cache[key] = hit
+            if len(key) <= _MAX_KEY_NAME:
+                if len(self._key_cache) > 8192:
+                    self._key_cache.clear()
+                self._key_cache[key] = hit
         return hit
 
     def walk(self, value: Any, path: str, found: list[dict[str, str]], cap: int,
              depth: int = 0) -> Any:
-        """Redacts ``value`` (any JSON-ish data) into a JSON-safe copy, appending to ``found``."""
+        """Redacts ``value`` (any JSON-ish data) into a JSON-safe copy, appending to ``found``.
+
+        Never raises: a value that cannot be read or written (an int past the interpreter's
+        digit limit, an object whose ``repr`` or ``__class__`` lies or fails) becomes a
+        ``<unrecordable ...>`` placeholder, and the rest of the payload is still recorded.
+        """
         kind = type(value)
         if kind is str:
             if len(value) < _MIN_SCAN and self.callback is None:
@@ -280,19 +336,35 @@ class Redactor:
         if value is None or kind is bool or (kind is float and math.isfinite(value)):
             return value
         if kind is int:
-            if abs(value) >= 10**11 and self._dset is not None:
-                # Twelve digits and up can be a card number passed as a number.
-                text = str(value)
-                red = self.text(text, path, found, cap)
-                return value if red == text else red
+            return self._int(value, path, found, cap)
+        try:
+            return self._other(value, kind, path, found, cap, depth)
+        except Exception as e:  # RecursionError and MemoryError included: never lose the event
+            return _placeholder(kind, e)
+
+    def _int(self, value: int, path: str, found: list[dict[str, str]], cap: int) -> Any:
+        if -10**11 < value < 10**11:
             return value
-        if isinstance(value, str):  # a str enum: its value, as JSON writes it
+        text = _int_text(value)
+        if text is None:
+            return _big_int(value)
+        if self._dset is None:
+            return value
+        # Twelve digits and up can be a card number passed as a number.
+        red = self.text(text, path, found, cap)
+        return value if red == text else red
+
+    def _other(self, value: Any, kind: type, path: str, found: list[dict[str, str]], cap: int,
+               depth: int) -> Any:
+        # ``issubclass`` on the real type, never ``isinstance``: an object can claim any
+        # ``__class__`` it likes, and would then be read as something it is not.
+        if issubclass(kind, str):  # a str enum: its value, as JSON writes it
             return self.text(str.__str__(value), path, found, cap)
         if depth >= _MAX_DEPTH:
             return "<too deep>"
-        if isinstance(value, Mapping):
+        if issubclass(kind, Mapping):
             return self._mapping(value, path, found, cap, depth)
-        if isinstance(value, list | tuple | set | frozenset):
+        if issubclass(kind, list | tuple | set | frozenset):
             items = []
             for i, v in enumerate(value):
                 if i >= _MAX_ITEMS:
@@ -300,14 +372,23 @@ class Redactor:
                     break
                 items.append(self.walk(v, _child(path, i), found, cap, depth + 1))
             return items
-        if isinstance(value, bytes | bytearray):
-            return self.text(bytes(value).decode("utf-8", "backslashreplace"), path, found, cap)
-        if isinstance(value, int | float):  # int subclasses (enums), nan and infinities
-            return value if isinstance(value, int) else repr(value)
+        if issubclass(kind, bytes | bytearray):
+            head = bytes(value[:cap + _SCAN_MARGIN])  # decoding 10 MiB would stall every thread
+            text = head.decode("utf-8", "backslashreplace")
+            if len(value) > len(head):
+                text += f"…[truncated {len(value) - len(head)} bytes]"
+            return self.text(text, path, found, cap)
+        if issubclass(kind, int):  # int subclasses (enums)
+            return self._int(int.__index__(value), path, found, cap)
+        if issubclass(kind, float):  # nan and infinities, float subclasses
+            number = float.__float__(value)
+            return number if math.isfinite(number) else float.__repr__(number)
         try:
             text = repr(value)
-        except Exception:
-            text = f"<unrepresentable {type(value).__name__}>"
+        except Exception as e:
+            return _placeholder(kind, e)
+        if type(text) is not str:
+            return _placeholder(kind)
         return self.text(text, path, found, cap)
 
     def _mapping(self, value: Mapping[Any, Any], path: str, found: list[dict[str, str]],
@@ -320,10 +401,19 @@ class Redactor:
             if i >= _MAX_ITEMS:
                 out["…"] = f"{len(value) - _MAX_ITEMS} more items not recorded"
                 break
-            key = k if type(k) is str else str(k)
-            if self._dset is not None and len(key) >= _MIN_SCAN:
-                key = self.text(key, _child(path, key) + " (key)", found, cap)
-            if self.sensitive_key(key) and v is not None and type(v) not in _NUMBERS:
+            raw = k if type(k) is str else _key_text(k)
+            key = raw
+            if self._dset is not None and len(raw) >= _MIN_SCAN:
+                # The key is redacted before it names anything: a secret used as a key must
+                # not reach the log through a redaction's path either.
+                seen: list[dict[str, str]] = []
+                key = self.text(raw, path, seen, cap)
+                if seen:
+                    where = _child(path, key) + " (key)"
+                    found.extend({"path": where, "detector": f["detector"]} for f in seen)
+            if key in out:  # two keys redacted alike (or cut alike) must both be recorded
+                key = _unique(key, out)
+            if self.sensitive_key(raw) and v is not None and type(v) not in _NUMBERS:
                 out[key] = self.replacement.format(detector=KEY_DETECTOR, category="key")
                 found.append({"path": _child(path, key), "detector": KEY_DETECTOR})
             elif plain and type(v) is str and len(v) < _MIN_SCAN:
@@ -333,13 +423,22 @@ class Redactor:
         return out
 
     def text(self, text: str, path: str, found: list[dict[str, str]], cap: int) -> str:
-        """Redacts and caps one string."""
+        """Redacts and caps one string.
+
+        The work is bounded whatever the length: only the first ``cap`` characters are kept,
+        and only those plus a margin (so a secret straddling the cut is seen whole) are
+        scanned or handed to the callback; the rest is cut unread.
+        """
         if type(text) is not str:
-            text = "" if text is None else str(text)
+            text = "" if text is None else _key_text(text)
+        cut = 0
+        if len(text) > cap + _SCAN_MARGIN:
+            cut = len(text) - cap - _SCAN_MARGIN
+            text = text[:cap + _SCAN_MARGIN]
         if self._dset is not None and len(text) >= _MIN_SCAN:
             hit = self._scan_cache.get(text) if len(text) <= _CACHED_CHARS else None
             if hit is None:
-                hit = self._scan(text, cap)
+                hit = self._scan(text)
                 if len(text) <= _CACHED_CHARS:
                     if len(self._scan_cache) >= _CACHE_SIZE:
                         self._scan_cache.clear()
@@ -351,23 +450,22 @@ class Redactor:
         if self.callback is not None:
             replaced = self.callback(path, text)
             if replaced is not None and replaced != text:
-                text = str(replaced)
+                text = _key_text(replaced)
                 found.append({"path": path, "detector": "callback"})
-        if len(text) > cap:
-            text = f"{text[:cap]}…[truncated {len(text) - cap} chars]"
+        if len(text) > cap or cut:
+            text = f"{text[:cap]}…[truncated {len(text) - min(cap, len(text)) + cut} chars]"
         return text
 
-    def _scan(self, text: str, cap: int) -> tuple[str, tuple[str, ...]]:
+    def _scan(self, text: str) -> tuple[str, tuple[str, ...]]:
         assert self._dset is not None
-        scanned = text if len(text) <= cap + _SCAN_MARGIN else text[:cap + _SCAN_MARGIN]
-        findings = self._dset.scan(scanned)
+        findings = self._dset.scan(text)
         if findings.truncated and not findings:
             # A detector gave up on hostile text: nobody looked at all of it.
             return self.replacement.format(detector="unscanned", category="unscanned"), (
                 "unscanned",)
         names = tuple(dict.fromkeys(f.detector for f in findings))
         if findings:
-            text = redact(scanned, findings, self.replacement)
+            text = redact(text, findings, self.replacement)
         if self._subs and ("=" in text or ":" in text):
             text, assigned = self._assignments(text)
             if assigned:
@@ -386,17 +484,83 @@ class Redactor:
                 at = m.end("name")
                 continue
             start, end = m.span("value")
-            if raw[0] in "\"'":
-                start, end = start + 1, end - 1
+            if raw[0] in "\"'":  # the quotes stay, one or two on each side
+                start += len(raw) - len(raw.lstrip(raw[0]))
+                end -= len(raw) - len(raw.rstrip(raw[0]))
             elif value.lower() in _AUTH_SCHEMES and (cred := _NEXT_TOKEN.match(text, end)):
                 start, end = cred.start(1), cred.end(1)  # keep "Bearer", hide what follows
             out.append(text[pos:start])
             out.append(self.replacement.format(detector=KEY_DETECTOR, category="key"))
-            pos = at = end
+            pos = at = max(end, start)
         if not out:
             return text, False
         out.append(text[pos:])
         return "".join(out), True
+
+
+def _key_text(value: Any) -> str:
+    """``str(value)`` for a mapping key or a callback's answer; a placeholder when it fails."""
+    try:
+        text = str(value)
+    except Exception as e:
+        return _placeholder(type(value), e)
+    return str.__str__(text) if isinstance(text, str) else _placeholder(type(value))
+
+
+def _unique(key: str, taken: Mapping[str, Any]) -> str:
+    n = 2
+    while f"{key} ({n})" in taken:
+        n += 1
+    return f"{key} ({n})"
+
+
+def _raw_match(rx: Any) -> Any:
+    """The engine's own match call of an RE2 pattern, checked once, or None.
+
+    ``re2``'s ``search`` converts offsets around the match in calls that each let go of the
+    interpreter lock; with several threads deciding, every one of those is a thread switch.
+    A screen needs a yes or no on ASCII text only: one call, one switch at most.
+    """
+    try:
+        raw, unanchored = rx._regexp, _re2._re2.RE2.Anchor.UNANCHORED
+        if raw.Match(unanchored, b"", 0, 0)[0][0] not in (-1, 0):
+            return None
+    except Exception:  # another re2 build: its public search
+        return None
+    return lambda data: raw.Match(unanchored, data, 0, len(data))[0][0] != -1
+
+
+def _least_size(value: Any, budget: int, depth: int) -> int:
+    """``budget`` less a lower bound of the length of ``value``'s JSON; negative as soon as the
+    bound passes it, so the work is bounded by ``budget`` too (a 10 MiB string costs one
+    ``len``, a million-item list a few thousand steps)."""
+    kind = type(value)
+    if kind is str:
+        return budget - len(value) - 2
+    if kind is dict or kind is FrozenDict:
+        if depth > _MAX_DEPTH:
+            return -1
+        budget -= 2
+        for k, v in value.items():
+            budget -= (len(k) if type(k) is str else 1) + 4
+            kind = type(v)
+            if kind is str:
+                budget -= len(v)
+            elif kind not in _NUMBERS and v is not None:
+                budget = _least_size(v, budget, depth + 1)
+            if budget < 0:
+                return budget
+        return budget
+    if kind is list or kind is tuple:
+        if depth > _MAX_DEPTH:
+            return -1
+        budget -= 2
+        for v in value:
+            budget = _least_size(v, budget - 1, depth + 1)
+            if budget < 0:
+                return budget
+        return budget
+    return budget - 1
 
 
 def _norm(key: str) -> str:

@@ -9,9 +9,12 @@ the encoded events (one JSON object per string, no newline) and never builds the
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
 import inspect
 import json
 import os
+import stat
 import sys
 import threading
 import time
@@ -40,6 +43,35 @@ def encode_line(event: dict[str, Any]) -> str:
     return line() if callable(line) else _encode(event)
 
 
+_GIL_WRITE_MAX = 64 * 1024
+
+
+def _libc_write() -> Callable[[int, bytes], int] | None:
+    """``write(2)`` called without letting go of the interpreter lock (ctypes.PyDLL), or None
+    where there is no C library to call."""
+    try:
+        libc = ctypes.PyDLL(None, use_errno=True)
+        write = libc.write
+    except (OSError, AttributeError):  # pragma: no cover - no libc (Windows)
+        return None
+    write.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    write.restype = ctypes.c_ssize_t
+
+    def call(fd: int, data: bytes) -> int:
+        while True:
+            n = write(fd, data, len(data))
+            if n >= 0:
+                return int(n)
+            code = ctypes.get_errno()
+            if code != errno.EINTR:
+                raise OSError(code, os.strerror(code))
+
+    return call
+
+
+_write_holding_gil = _libc_write()
+
+
 class JsonlSink:
     """Appends one JSON object per line to a file, rotating by size and/or time.
 
@@ -52,17 +84,26 @@ class JsonlSink:
         path: the file (its directory is created).
         rotate_bytes: rotate before a write would take the file past this size.
         rotate_interval: rotate at every multiple of this many seconds (UTC aligned).
-        fsync: ``fsync`` after every event (durable on power loss, much slower).
+        fsync: ``fsync`` after every write (durable on power loss, slower): once per
+            ``write_lines`` batch, so concurrent callers share one disk flush.
+        inline: True (default) lets the auditor append from the deciding thread: a local
+            append returns in microseconds, and needs no thread switch. On a network
+            filesystem that may stop answering, False: the auditor's thread writes, and a
+            caller waits at most the audit deadline.
     """
 
     def __init__(self, path: str | Path, *, rotate_bytes: int | None = None,
-                 rotate_interval: float | None = None, fsync: bool = False) -> None:
+                 rotate_interval: float | None = None, fsync: bool = False,
+                 inline: bool = True) -> None:
         self.path = Path(path)
+        self.inline = inline
         self.rotate_bytes = rotate_bytes
         self.rotate_interval = rotate_interval
         self.fsync = fsync
         self._lock = threading.Lock()
         self._fd = -1
+        self._retired: list[int] = []
+        self._regular = False
         self._size = 0
         self._next_rotation = float("inf")
 
@@ -72,7 +113,9 @@ class JsonlSink:
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        self._size = os.fstat(self._fd).st_size
+        info = os.fstat(self._fd)
+        self._size = info.st_size
+        self._regular = stat.S_ISREG(info.st_mode)
         self._open_times()
 
     def _open_times(self) -> None:
@@ -94,13 +137,43 @@ class JsonlSink:
         As few ``os.write`` calls as rotation and ``fsync`` allow, each holding whole lines
         only, so the no-torn-line guarantee is the same as for ``write``.
         """
-        if self.rotate_bytes or self.rotate_interval or self.fsync:
+        if self.rotate_bytes or self.rotate_interval:
             for line in lines:
-                self._append((line + "\n").encode("ascii"), rotate=True)
+                self._append((line + "\n").encode("ascii"), rotate=True, sync=False)
+            if self.fsync:
+                self.flush()
             return
         self._append(("\n".join(lines) + "\n").encode("ascii"), rotate=False)
 
-    def _append(self, data: bytes, *, rotate: bool) -> None:
+    def append_line(self, line: str) -> None:
+        """Appends one encoded event (without its newline) from any thread, without a lock:
+        one ``os.write`` on the ``O_APPEND`` descriptor, which the kernel appends whole.
+        Opening, rotating, ``fsync`` and a short write take the locked path."""
+        data = (line + "\n").encode("ascii")
+        fd = self._fd
+        if fd < 0 or self.fsync or (self.rotate_bytes and self._size + len(data)
+                                    > self.rotate_bytes) \
+                or (self.rotate_interval and time.time() >= self._next_rotation):
+            self._append(data, rotate=True)
+            return
+        written = self._write(fd, data)
+        if written < len(data):  # a full disk or a size limit: finish the line under the lock
+            with self._lock:
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+        # Unlocked: concurrent appends may undercount by a line, and a rotation come late.
+        self._size += len(data)
+
+    def _write(self, fd: int, data: bytes) -> int:
+        # A local append takes a microsecond or two: made holding the interpreter lock, it
+        # spares the hand-over of that lock to another thread and back, which costs far more
+        # when several threads decide at once (os.write lets it go). Regular files only: a
+        # pipe or a terminal may block. (inline: false for a network filesystem.)
+        if self._regular and _write_holding_gil is not None and len(data) <= _GIL_WRITE_MAX:
+            return _write_holding_gil(fd, data)
+        return os.write(fd, data)
+
+    def _append(self, data: bytes, *, rotate: bool, sync: bool = True) -> None:
         with self._lock:
             if self._fd < 0:
                 self._open()
@@ -112,7 +185,7 @@ class JsonlSink:
             while written < len(data):  # only on a full disk or a size limit: keep lines whole
                 written += os.write(self._fd, data[written:])
             self._size += len(data)
-            if self.fsync:
+            if self.fsync and sync:
                 os.fsync(self._fd)
 
     def _rotate(self) -> None:
@@ -132,7 +205,11 @@ class JsonlSink:
                 target = self.path.with_name(
                     f"{self.path.stem}.{stamp}.{os.getpid()}-{n}{self.path.suffix}")
             os.rename(self.path, target)
-        os.close(self._fd)
+        # An unlocked append (append_line) may still hold the old descriptor: it is closed
+        # one rotation later, never while its number could be handed to another file.
+        for fd in self._retired:
+            os.close(fd)
+        self._retired = [self._fd]
         self._fd = -1
         self._open()
 
@@ -145,6 +222,9 @@ class JsonlSink:
     def close(self) -> None:
         """Closes the file (the next write reopens it)."""
         with self._lock:
+            for fd in self._retired:
+                os.close(fd)
+            self._retired = []
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
@@ -217,6 +297,22 @@ class SQLiteSink:
                 self._conn = self._connect()
             self._conn.execute(
                 f"INSERT OR REPLACE INTO {self.table} VALUES ({', '.join('?' * len(row))})", row)
+
+    def write_many(self, events: list[dict[str, Any]]) -> None:
+        """Inserts several events in one transaction (one commit for a batch)."""
+        rows = [(*(event.get(c) for c in self._COLUMNS), encode_line(event)) for event in events]
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._connect()
+            conn = self._conn
+            conn.execute("BEGIN")
+            try:
+                conn.executemany(f"INSERT OR REPLACE INTO {self.table} VALUES "
+                                 f"({', '.join('?' * len(rows[0]))})", rows)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def close(self) -> None:
         """Closes the connection."""

@@ -56,11 +56,16 @@ _FIRST_NOT_SECRET = frozenset({"max", "min", "num", "total", "is", "has", "use",
 _WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _IDENT_HEAD = re.compile(r"[A-Za-z0-9_.\-]{0,100}")
+# A value ends at a space (ASCII or Unicode), a tab, a line break or punctuation, but not at
+# another control character: ``\x0b`` or ``\x1c`` inside a secret must not cut it in two and
+# leave its tail unredacted. ``""value""`` (doubled quotes, as CSV and some shells write it)
+# is a quoted value too.
+_VALUE_END = r" \t\r\n\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 _ASSIGN = re.compile(
     r"(?:\\?[\"'])?\s{0,4}+(?P<sep>:=|=>|==?|:|\s(?=\S))\s{0,4}+"
     r"(?:(?P<scheme>[Bb]earer|[Bb]asic|[Tt]oken)\s+)?"
-    r"(?:\\?(?P<q>[\"'`])(?P<qv>[^\"'`\r\n]{1,1024}+)(?P=q)"
-    r"|(?P<uv>[^\s\"'`,;&<>(){}\[\]|]{1,1024}+))"
+    r"(?:\\?(?P<q>(?P<q1>[\"'`])(?P=q1){0,2})(?P<qv>[^\"'`\r\n]{1,1024}+)(?P=q)"
+    r"|(?P<uv>[^" + _VALUE_END + r"\"'`,;&<>(){}\[\]|]{1,1024}+))"
 )
 _REFERENCE = re.compile(
     r"^(?:[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_0-9]*)+|(?:os\.)?(?:getenv|environ)\b.*|"

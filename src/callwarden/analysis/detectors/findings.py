@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Span = tuple[int, int]
+DEFAULT_REPLACEMENT = "[REDACTED:{detector}]"
 PathPart = str | int
 
 
@@ -51,6 +52,23 @@ class Finding:
         """A JSON-safe record for audit events (no value)."""
         return {"detector": self.detector, "category": self.category, "path": self.path,
                 "start": self.start, "end": self.end, "in_key": self.in_key}
+
+
+def redact_spans(text: str, findings: Iterable[Finding], replacement: str) -> str:
+    """``text`` with each finding's span replaced by ``replacement`` (``{detector}`` and
+    ``{category}`` filled in); overlapping spans are replaced once."""
+    spans = sorted((f.start, f.end, f.detector, f.category) for f in findings)
+    out: list[str] = []
+    pos = 0
+    for start, end, det, cat in spans:
+        if end <= pos:
+            continue
+        start = max(start, pos)
+        out.append(text[pos:start])
+        out.append(replacement.format(detector=det, category=cat))
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 class Findings(list[Finding]):

@@ -6,27 +6,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from callwarden.analysis.detectors.core import Detector, DetectorSet
-from callwarden.analysis.detectors.findings import Finding, Findings
+from callwarden.analysis.detectors.findings import DEFAULT_REPLACEMENT, Finding, Findings
+from callwarden.analysis.detectors.findings import redact_spans as _redact_text
 from callwarden.analysis.detectors.registry import SECRETS
 from callwarden.analysis.detectors.scan import _SET_MEMBER, _as_set, scan_text, scan_value
 
-DEFAULT_REPLACEMENT = "[REDACTED:{detector}]"
-
-
-def _redact_text(text: str, findings: Iterable[Finding], replacement: str) -> str:
-    spans = sorted((f.start, f.end, f.detector, f.category) for f in findings)
-    out: list[str] = []
-    pos = 0
-    for start, end, det, cat in spans:
-        if end <= pos:
-            continue
-        start = max(start, pos)
-        out.append(text[pos:start])
-        out.append(replacement.format(detector=det, category=cat))
-        pos = end
-    out.append(text[pos:])
-    return "".join(out)
-
+__all__ = ["DEFAULT_REPLACEMENT", "redact"]
 
 # Markers in the redaction tree, distinct from any mapping key or list index.
 _HERE, _IN_KEY, _MEMBERS, _WHOLE = object(), object(), object(), object()

@@ -9,10 +9,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from callwarden.analysis.detectors.core import Detector, DetectorSet
-from callwarden.analysis.detectors.findings import Finding, Findings, PathPart
+from callwarden.analysis.detectors.findings import (
+    DEFAULT_REPLACEMENT,
+    Finding,
+    Findings,
+    PathPart,
+    redact_spans,
+)
 from callwarden.analysis.detectors.registry import SECRETS
 
 MAX_CHARS = 1 << 20  # per string: 1 MiB of text is scanned, the rest is reported as truncated
@@ -33,9 +40,14 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SET_MEMBER = -1  # path part for "some member of a set": sets have no order to index by
 
 
+_KEY_IN_PATH = 64  # a longer mapping key is shortened in a path
+
+
 def _child_path(path: str, key: PathPart) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
+    if len(key) > _KEY_IN_PATH:
+        key = key[:_KEY_IN_PATH] + "…"
     if _IDENT.match(key):
         return f"{path}.{key}" if path else key
     return f"{path}[{json.dumps(key)}]"
@@ -52,6 +64,25 @@ class _Walker:
     def text(self, text: str, path: str, parts: tuple[PathPart, ...], in_key: bool) -> None:
         if len(text) < 6:
             return
+        self._text(text, path, parts, in_key)
+
+    def key(self, key: str, path: str, parts: tuple[PathPart, ...]) -> str:
+        """Scans a mapping key; returns the path of its value. A key holding a finding is
+        shown redacted in every path (its own findings', its notes', its children's): a
+        finding names where a secret is, never the secret, even when the secret is a key."""
+        child = _child_path(path, key)
+        if len(key) < 6:
+            return child
+        found, noted = len(self.out), len(self.out.notes)
+        self._text(key, child, parts, True)
+        if len(self.out) == found:
+            return child
+        shown = _child_path(path, redact_spans(key, self.out[found:], DEFAULT_REPLACEMENT))
+        self.out[found:] = [replace(f, path=shown) for f in self.out[found:]]
+        self.out.notes[noted:] = [n.replace(child, shown) for n in self.out.notes[noted:]]
+        return shown
+
+    def _text(self, text: str, path: str, parts: tuple[PathPart, ...], in_key: bool) -> None:
         if self.budget <= 0:
             self.out.note(f"{path}: not scanned, total scan budget spent", parts)
             return
@@ -82,9 +113,9 @@ class _Walker:
         elif isinstance(value, Mapping):
             for k, v in value.items():
                 key = k if isinstance(k, str) else str(k)
-                child, cparts = _child_path(path, key), (*parts, key)
-                if self.scan_keys:
-                    self.text(key, child, cparts, True)
+                cparts = (*parts, key)
+                child = self.key(key, path, cparts) if self.scan_keys \
+                    else _child_path(path, key)
                 self.walk(v, child, cparts, depth + 1)
         elif isinstance(value, list | tuple):
             for i, v in enumerate(value):
