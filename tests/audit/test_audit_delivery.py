@@ -287,3 +287,27 @@ def test_a_policy_file_chooses_the_delivery(tmp_path: Path) -> None:
     default = Guard.from_yaml(POLICY + "audit: [{jsonl: audit.jsonl}]\n", base_dir=tmp_path)
     assert default.auditor.delivery == "written" and default.auditor.deadline == 1.0
     default.close()
+
+
+def test_the_summary_says_how_many_events_a_lossy_log_is_missing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from callwarden.cli import main
+    from callwarden.review import summarize
+
+    sink = Blocked()
+    auditor = Auditor([sink], delivery="lossy", queue_size=2)
+    decision = _guard(Auditor([Recorder()], delivery="lossy")).check(
+        "fetch", {"url": "https://example.com"})
+    auditor.decision(decision)
+    assert sink.entered.wait(20)
+    for _ in range(6):
+        auditor.decision(decision)
+    sink.release.set()
+    auditor.close()
+    log = tmp_path / "audit.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in sink.events))
+    summary = summarize(log)
+    assert (summary.decisions, summary.dropped) == (3, 4)
+    assert summary.to_dict()["dropped"] == 4
+    assert main(["audit", "summary", str(log)]) == 0
+    assert "warning: 4 events were dropped (delivery: lossy)" in capsys.readouterr().out

@@ -103,6 +103,7 @@ class AuditSummary:
     decisions: int = 0
     outcomes: int = 0
     corrupt: int = 0
+    dropped: int = 0  # events the log says it is missing (audit_dropped, delivery: lossy)
     effects: Counter[str] = field(default_factory=Counter)
     would_effects: Counter[str] = field(default_factory=Counter)
     tools: Counter[str] = field(default_factory=Counter)
@@ -125,6 +126,11 @@ class AuditSummary:
             duration = event.get("duration_ms")
             if type(duration) is float or type(duration) is int:  # not bool, not a string
                 self.duration_ms.add(duration)
+            return
+        if kind == "audit_dropped":
+            count = event.get("dropped")
+            if type(count) is int and count > 0:
+                self.dropped += count
             return
         if kind != "decision":
             return
@@ -160,6 +166,7 @@ class AuditSummary:
 
         return {
             "decisions": self.decisions, "outcomes": self.outcomes, "corrupt": self.corrupt,
+            "dropped": self.dropped,
             "first_time": self.first_time, "last_time": self.last_time,
             "effects": dict(self.effects.most_common()),
             "would_effects": dict(self.would_effects.most_common()),
@@ -210,6 +217,9 @@ class AuditSummary:
                     + f"  max {_show(histogram.max)}")
         if self.corrupt:
             lines.append(f"note: {self.corrupt} unreadable lines skipped")
+        if self.dropped:
+            lines.append(f"warning: {self.dropped} events were dropped (delivery: lossy) and "
+                         "are not in this log; these counts leave them out")
         return "\n".join(lines)
 
 
