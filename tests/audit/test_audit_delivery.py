@@ -185,17 +185,23 @@ def test_outcomes_wait_for_room_and_are_never_dropped() -> None:
     assert auditor.stats()["dropped"] == 0
 
 
-def test_lossy_delivery_counts_drops_and_notes_them_in_the_log(tmp_path: Path) -> None:
+def _flooded(queue_size: int, calls: int) -> tuple[Auditor, Blocked]:
+    """A lossy auditor whose sink is stuck on the first event while ``calls`` more arrive."""
     sink = Blocked()
-    auditor = Auditor([sink], delivery="lossy", queue_size=3)
+    auditor = Auditor([sink], delivery="lossy", queue_size=queue_size)
     decision = _guard(Auditor([Recorder()], delivery="lossy")).check(
         "fetch", {"url": "https://example.com"})
     auditor.decision(decision)
     assert sink.entered.wait(20)
-    for _ in range(10):
+    for _ in range(calls):
         auditor.decision(decision)
     sink.release.set()
     auditor.close()
+    return auditor, sink
+
+
+def test_lossy_delivery_counts_drops_and_notes_them_in_the_log(tmp_path: Path) -> None:
+    auditor, sink = _flooded(3, 10)
     notes = [e for e in sink.events if e["type"] == "audit_dropped"]
     assert auditor.stats()["dropped"] == 7
     assert [(n["dropped"], n["total_dropped"], n["reason"]) for n in notes] == [(7, 7, "queue_full")]
@@ -294,16 +300,7 @@ def test_the_summary_says_how_many_events_a_lossy_log_is_missing(
     from callwarden.cli import main
     from callwarden.review import summarize
 
-    sink = Blocked()
-    auditor = Auditor([sink], delivery="lossy", queue_size=2)
-    decision = _guard(Auditor([Recorder()], delivery="lossy")).check(
-        "fetch", {"url": "https://example.com"})
-    auditor.decision(decision)
-    assert sink.entered.wait(20)
-    for _ in range(6):
-        auditor.decision(decision)
-    sink.release.set()
-    auditor.close()
+    _, sink = _flooded(2, 6)
     log = tmp_path / "audit.jsonl"
     log.write_text("".join(json.dumps(e) + "\n" for e in sink.events))
     summary = summarize(log)
