@@ -333,15 +333,21 @@ class Enforcer:
         except BaseException as e:
             await self.arecord_outcome(decision, OutcomeStatus.ERROR, started, e)
             raise
-        screened = self.screen(decision, result)
-        await self.arecord_outcome(decision, screened.status, started, by=screened)
-        return screened.shown, screened.halt
+        shown, status, halt, rule, source = self._screen(decision, result)
+        auditor = self.guard.auditor  # inlined arecord_outcome: this is every arun's cost
+        if auditor is not None:
+            await auditor.aoutcome(decision, status, _perf() - started, None,
+                                   output_rule=rule, output_source=source)
+        return shown, halt
 
     def finish(self, decision: Decision, result: Any, started: float) -> tuple[Any, bool]:
         """After a tool the framework ran itself: screen its output and record the outcome."""
-        screened = self.screen(decision, result)
-        self.record_outcome(decision, screened.status, started, by=screened)
-        return screened.shown, screened.halt
+        shown, status, halt, rule, source = self._screen(decision, result)
+        auditor = self.guard.auditor  # inlined record_outcome: this is every run's cost
+        if auditor is not None:
+            auditor.outcome(decision, status, _perf() - started, None,
+                            output_rule=rule, output_source=source)
+        return shown, halt
 
     # -- the output and the record -----------------------------------------------------------
 
