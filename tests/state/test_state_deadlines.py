@@ -13,7 +13,7 @@ import pytest
 from _state_support import RedisServer, SlowProxy, unique_prefix
 
 from callwarden import Effect, Guard
-from callwarden.state import Counter, SQLiteStore, StoreUnavailable
+from callwarden.state import Counter, MemoryStore, SQLiteStore, StoreUnavailable
 from callwarden.state._redis import RedisStore
 
 STORE_TIMEOUT = 5.0
@@ -202,3 +202,29 @@ async def test_async_check_that_timed_out_on_a_locked_sqlite_never_uses_budget(
     await asyncio.to_thread(store.consume, [], now=0.0, commit=False)
     assert guard.check("t", {}).allowed
     store.close()
+
+
+async def test_the_memory_store_runs_inline_on_the_async_path(monkeypatch) -> None:
+    import callwarden.engine.steps as steps
+
+    def no_timer(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a memory store step was wrapped in a task and a timer")
+
+    monkeypatch.setattr(steps.asyncio, "wait_for", no_timer)
+    guard = Guard.from_dict({"version": 1, "rules": [{"id": "b", "limit": {"calls": 2}}]})
+    effects = [(await guard.acheck("t", {})).effect for _ in range(3)]
+    assert effects == [Effect.ALLOW, Effect.ALLOW, Effect.DENY]
+
+
+class _SlowMemory(MemoryStore):
+    """A store built on the memory store whose async twin waits on I/O of its own."""
+
+    async def aconsume(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(RELEASED_AFTER)  # answers, but long after the 100 ms deadline
+        return await super().aconsume(*args, **kwargs)
+
+
+async def test_a_store_that_inherits_from_memory_is_awaited_within_the_deadline() -> None:
+    guard = Guard.from_dict(BUDGET, state=_SlowMemory())
+    decision = await guard.acheck("t", {})  # run inline, the sync twin would allow it
+    assert decision.effect is Effect.DENY and decision.reasons[0].code in FAILED_CLOSED

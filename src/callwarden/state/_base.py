@@ -245,6 +245,11 @@ class _Store:
 
     __slots__ = ()
 
+    #: True for a store whose operations never wait (on I/O, or on a lock held longer than
+    #: microseconds): the engine then runs them inline on the async path, with no task or
+    #: timer around them. Read from the class that sets it, never inherited.
+    never_blocks: bool = False
+
     def close(self) -> None:
         """Releases connections and files. The store must not be used afterwards."""
 

@@ -78,6 +78,8 @@ class MemoryStore(StateStore):
         sweep_every: Seconds between sweeps of unused keys.
     """
 
+    never_blocks = True  # a lock held for microseconds: the async twins run inline
+
     __slots__ = (
         "_history",
         "_history_ttl",
