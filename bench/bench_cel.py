@@ -65,6 +65,9 @@ CASES = [
     ("amount (2000-row args)", "args.amount > 100", 0, BIG_CALL, 20000),
     ("lists, 100 items", "args.to in lists.contacts", 100, CALL, 20000),
     ("lists, 10000 items", "args.to in lists.contacts", 10000, CALL, 20000),
+    # naive: the bindings compile the pattern on every call; CelCondition compiles it once
+    ("matches(), literal pattern", "args.to.matches('^user[0-9]+@example\\\\.com$')", 0,
+     CALL, 20000),
 ]
 
 
@@ -101,7 +104,7 @@ def bench_cel_rust(label: str, expr: str, size: int, call: ToolCall, n: int) -> 
     act = build_activation()
     build = median_us(build_activation, n)
     convert = median_us(lambda: const.execute(act), n) - median_us(const.execute, n)
-    total = median_us(lambda: matcher._program.execute(act), n)
+    total = median_us(lambda: matcher._program.execute(matcher._context(act)), n)
     call_us = median_us(lambda: matcher(subject), n)
     row("cel (Rust), CelCondition", label, build, convert, total - convert, call_us)
 

@@ -367,3 +367,90 @@ def test_a_whole_number_sent_as_a_float_is_the_same_number() -> None:
     assert holds("args.amount * 2 > 1000", {"amount": 1500.0})
     assert not holds("args.amount * 2 > 1000", {"amount": 400.0})
     assert holds("args.amount > 1000", {"amount": 1500.5})
+
+
+# --- matches() with a literal pattern: compiled once, the same answers ----------------------
+
+MATCHES = [
+    ("^[a-z0-9.]+@example\\.com$", ["ann@example.com", "ann@example.org", "x@example.com.evil"]),
+    ("ubb", ["hubba", "HUBBA", ""]),  # a search, not a full match
+    ("(?i)^drop\\s+table", ["DROP TABLE x", "drop\ttable", "dropped"]),  # \s keeps the built-in
+    ("^.{3}$", ["abc", "zoë", "日本語", "abcd"]),  # one character, however many bytes
+    ("(?i)straße", ["STRASSE", "Straße", "STRAẞE"]),
+    ("a|b+c", ["bbbc", "xyz", "a"]),
+    ("^$", ["", "x"]),
+    ("^\\d{3}-\\d+$", ["123-4", "١٢٣-٤", "12-3", "abc-1"]),  # \d: every decimal digit, as in CEL
+    ("^[^\\D]+$", ["123", "١٢٣", "12a"]),
+    ("\\\\d", ["\\d", "5"]),  # an escaped backslash, then the letter d
+    ("\\bcat\\b", ["a cat here", "concatenate", "é cat é"]),  # \b: the built-in's
+]
+
+
+@pytest.mark.parametrize(("pattern", "values"), MATCHES, ids=[m[0] for m in MATCHES])
+def test_matches_with_a_literal_pattern_answers_as_cels_own(pattern: str,
+                                                            values: list[str]) -> None:
+    import cel
+
+    literal = "'" + pattern.replace("\\", "\\\\") + "'"
+    condition = CelCondition(f"args.s.matches({literal})", ENV)
+    for value in values:
+        expected = cel.evaluate(f"s.matches({literal})", {"s": value})
+        assert (condition(subject(args={"s": value})) is not None) is expected, value
+
+
+def test_matches_with_a_literal_pattern_compiles_it_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re2
+
+    compiled: list[str] = []
+    real = re2.compile
+    monkeypatch.setattr(re2, "compile", lambda p, *a: compiled.append(p) or real(p, *a))
+    condition = CelCondition("args.to.matches('@example\\\\.com$') && "
+                             "!args.to.matches('^admin@')", ENV)
+    assert sorted(compiled) == ["@example\\.com$", "^admin@"]
+    answers = [condition(subject(args={"to": to})) is not None
+               for to in ("ann@example.com", "admin@example.com", "ann@evil.test") * 50]
+    assert answers == [True, False, False] * 50
+    assert len(compiled) == 2
+
+
+def test_matches_of_a_value_that_is_not_a_string_is_an_error() -> None:
+    condition = CelCondition("args.to.matches('^a')", ENV)
+    with pytest.raises(CelError, match="matches\\(\\) of a value that is not a string"):
+        condition(subject(args={"to": 5}))
+
+
+def test_matches_with_a_pattern_built_at_run_time_still_works() -> None:
+    assert holds("args.s.matches(args.p)", {"s": "hubba", "p": "^hu"})
+    assert not holds("args.s.matches(args.p)", {"s": "hubba", "p": "^ub"})
+
+
+def test_matches_inside_a_string_literal_is_not_rewritten() -> None:
+    assert holds("args.s == \".matches('x')\"", {"s": ".matches('x')"})
+
+
+def test_matches_with_a_literal_pattern_answers_right_in_many_threads() -> None:
+    import concurrent.futures
+
+    condition = CelCondition("args.to.matches('@example\\\\.com$')", ENV)
+    values = [f"u{i}@example.com" if i % 3 else f"u{i}@evil.test" for i in range(3000)]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda v: condition(subject(args={"to": v})) is not None,
+                                values))
+    assert answers == [v.endswith("@example.com") for v in values]
+
+
+@pytest.mark.parametrize(("pattern", "compiled_as"), [
+    ("^\\\\d+$", ["^\\p{Nd}+$"]),  # \d is every decimal digit in CEL: written out for RE2
+    ("^\\\\w+$", []),  # \w has no RE2 spelling: the built-in keeps it
+    ("(?-u:\\\\d)", []),
+])
+def test_what_is_compiled_once_means_what_cel_means(monkeypatch: pytest.MonkeyPatch,
+                                                    pattern: str,
+                                                    compiled_as: list[str]) -> None:
+    import re2
+
+    compiled: list[str] = []
+    real = re2.compile
+    monkeypatch.setattr(re2, "compile", lambda p, *a: compiled.append(p) or real(p, *a))
+    CelCondition(f"args.s.matches('{pattern}')", ENV)
+    assert compiled == compiled_as

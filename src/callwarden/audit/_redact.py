@@ -25,11 +25,8 @@ from callwarden.analysis.detectors import (
     redact,
     select_detectors,
 )
-
-try:  # a linear-time engine that searches for every pattern in one pass
-    import re2 as _re2  # type: ignore[import-untyped]
-except ImportError:  # pragma: no cover - a declared dependency; without it nothing is screened
-    _re2 = None
+from callwarden.analysis.regex import RE2 as _re2  # one pass for every pattern, or None
+from callwarden.analysis.regex import bytes_searcher
 
 __all__ = ["DEFAULT_SENSITIVE_KEYS", "Redactor"]
 
@@ -260,7 +257,7 @@ class Redactor:
                 return [True]
             match = self._screen_match
             if match is None:
-                match = self._screen_match = _raw_match(rx) or (
+                match = self._screen_match = bytes_searcher(rx) or (
                     lambda data: rx.search(data.decode("ascii")) is not None)
             return [bool(match(text.encode("ascii")))]
         joined = _SEPARATOR.join(texts)
@@ -512,22 +509,6 @@ def _unique(key: str, taken: Mapping[str, Any]) -> str:
     while f"{key} ({n})" in taken:
         n += 1
     return f"{key} ({n})"
-
-
-def _raw_match(rx: Any) -> Any:
-    """The engine's own match call of an RE2 pattern, checked once, or None.
-
-    ``re2``'s ``search`` converts offsets around the match in calls that each let go of the
-    interpreter lock; with several threads deciding, every one of those is a thread switch.
-    A screen needs a yes or no on ASCII text only: one call, one switch at most.
-    """
-    try:
-        raw, unanchored = rx._regexp, _re2._re2.RE2.Anchor.UNANCHORED
-        if raw.Match(unanchored, b"", 0, 0)[0][0] not in (-1, 0):
-            return None
-    except Exception:  # another re2 build: its public search
-        return None
-    return lambda data: raw.Match(unanchored, data, 0, len(data))[0][0] != -1
 
 
 def _least_size(value: Any, budget: int, depth: int) -> int:
