@@ -454,3 +454,22 @@ def test_what_is_compiled_once_means_what_cel_means(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(re2, "compile", lambda p, *a: compiled.append(p) or real(p, *a))
     CelCondition(f"args.s.matches('{pattern}')", ENV)
     assert compiled == compiled_as
+
+
+@pytest.mark.parametrize(("expression", "tools"), [
+    ("'web_fetch' in history.tools", {"web_fetch"}),
+    ("history.tools['bash'] >= 3 && history.count > 2", {"bash"}),
+    ("has(history.attempts.pay) && history.tool_effects['pay']['deny'] > 0", {"pay"}),
+    ("history.last_time_by_tool['x'] > 1.0 || ('y' in history.tools)", {"x", "y"}),
+    ("history.count > 3 && history.last_tool == 'bash'", set()),
+    ("history.tools.exists(t, t == 'x')", None),
+    ("history.effects['deny'] > 1", None),
+    ("size(history.tools) > 3", None),
+    ("args.tool in history.tools", None),
+    ("'a' + 'x' in history.tools", None),  # the key is 'ax'
+    ("history['tools']['x'] > 0", None),
+    ("[1].exists(history, history > 0) && 'x' in history.tools", None),  # a shadowed name
+])
+def test_the_tools_a_history_condition_reads(expression: str, tools: set[str] | None) -> None:
+    found = CelCondition(expression, ENV).history_tools
+    assert found == (None if tools is None else frozenset(tools))

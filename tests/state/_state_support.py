@@ -133,10 +133,10 @@ class Api:
         else:
             await self.store.arecord(session, tool, effect, now=now)
 
-    async def history(self, session: str) -> Any:
+    async def history(self, session: str, **options: Any) -> Any:
         if self.mode == "sync":
-            return self.store.history(session)
-        return await self.store.ahistory(session)
+            return self.store.history(session, **options)
+        return await self.store.ahistory(session, **options)
 
 
 class SlowProxy:

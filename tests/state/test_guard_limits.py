@@ -275,7 +275,7 @@ def _script_calls(client, before: dict) -> dict[str, int]:
     after = client.info("commandstats")
     delta = {k: after[k]["calls"] - before.get(k, {"calls": 0})["calls"] for k in after}
     return {k: v for k, v in delta.items() if v and k in (
-        "cmdstat_evalsha", "cmdstat_eval", "cmdstat_hgetall")}
+        "cmdstat_evalsha", "cmdstat_eval", "cmdstat_hgetall", "cmdstat_hmget")}
 
 
 LIMIT_AND_HISTORY = limited(
@@ -310,7 +310,8 @@ def test_a_decision_that_reads_history_is_two_round_trips(redis_server: RedisSer
     before = client.info("commandstats")
     for _ in range(20):
         guard.check("send_email", {}, session="s")
-    assert _script_calls(client, before) == {"cmdstat_evalsha": 20, "cmdstat_hgetall": 20}
+    # The history read is one HMGET of the tool the condition names.
+    assert _script_calls(client, before) == {"cmdstat_evalsha": 20, "cmdstat_hmget": 20}
     store.close()
 
 
@@ -364,3 +365,74 @@ def test_history_under_a_custom_combiner_records_the_final_effect(store) -> None
     effects = [guard.check("t", {}, session="s").effect for _ in range(2)]
     assert effects == [Effect.ALLOW, Effect.HALT]
     assert dict(store.history("s").tool_effects["t"]) == {"allow": 1, "halt": 1}
+
+
+# Conditions over history, each naming the tools it reads or not; every decision must be the
+# same whether the store reads the session's whole history or only the tools named.
+HISTORY_RULES = limited(
+    {"id": "named", "match": {"tool": "send"},
+     "if": "'fetch' in history.tools && history.attempts['fetch'] >= 2", "effect": "ask"},
+    {"id": "dotted", "match": {"tool": "pay"},
+     "if": "has(history.tool_effects.pay) && history.tool_effects['pay']['deny'] > 0"},
+    {"id": "scalars", "match": {"tool": "late"}, "if": "history.count > 5 && "
+     "history.last_tool != 'late' && 'x' in history.last_time_by_tool"},
+    {"id": "any-tool", "match": {"tool": "wide"},
+     "if": "history.tools.exists(t, t.startsWith('rm'))", "effect": "halt"},
+    {"id": "effects", "match": {"tool": "strict"}, "if": "history.effects['deny'] >= 2"},
+)
+HISTORY_CALLS = ["fetch", "send", "fetch", "send", "pay", "pay", "late", "x", "late", "wide",
+                 "rm_rf", "wide", "strict", "pay", "strict", "other", "send", "late"]
+
+
+class _WholeHistory:
+    """A store of another project's, whose history() predates the tools argument."""
+
+    def __init__(self, inner: StateStore) -> None:
+        self._inner = inner
+
+    def history(self, session, *, deadline=None):
+        return self._inner.history(session, deadline=deadline)
+
+    async def ahistory(self, session, *, deadline=None):
+        return await self._inner.ahistory(session, deadline=deadline)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def _decisions(guard: Guard) -> list[tuple[str, str | None]]:
+    out = []
+    for tool in HISTORY_CALLS:
+        d = guard.check(tool, {}, session="h")
+        out.append((d.effect.value, d.rule))
+    return out
+
+
+class _Asked(_WholeHistory):
+    """The store as it is, noting which tools each history read asks for."""
+
+    def __init__(self, inner: StateStore) -> None:
+        super().__init__(inner)
+        self.asked: list[frozenset[str] | None] = []
+
+    def history(self, session, *, deadline=None, tools=None):
+        self.asked.append(tools)
+        return self._inner.history(session, deadline=deadline, tools=tools)
+
+    async def ahistory(self, session, *, deadline=None, tools=None):
+        self.asked.append(tools)
+        return await self._inner.ahistory(session, deadline=deadline, tools=tools)
+
+
+def test_a_history_read_of_the_tools_named_decides_as_the_whole_history(store) -> None:
+    asking = _Asked(store)
+    narrowed = _decisions(Guard.from_dict(HISTORY_RULES, state=asking))
+    whole = _decisions(Guard.from_dict(HISTORY_RULES, state=_WholeHistory(open_store("memory"))))
+    assert narrowed == whole
+    assert ("ask", "named") in whole and ("deny", "dotted") in whole
+    assert ("halt", "any-tool") in whole and ("deny", "effects") in whole
+    assert ("deny", "scalars") in whole
+    # Each tool's rules name their tools, or may read any: the store was asked for just those.
+    assert set(asking.asked) == {frozenset({"fetch"}), frozenset({"pay"}), frozenset({"x"}),
+                                 None}
+    assert asking.asked.count(None) == 4  # wide twice, strict twice: they may read any tool

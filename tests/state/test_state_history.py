@@ -102,7 +102,7 @@ def stored_size(store: StateStore, session: str) -> int:
     """How many items the store keeps for a session: must not grow with the number of calls."""
     if isinstance(store, MemoryStore):
         tally = store._history[session]
-        return len(tally.pairs) + len(tally.last_time_by_tool)
+        return sum(map(len, tally.by_tool.values())) + len(tally.last_time_by_tool)
     if isinstance(store, SQLiteStore):
         db = sqlite3.connect(store._path)
         try:
@@ -129,3 +129,39 @@ async def test_history_of_20000_calls_is_a_fixed_size_summary(store: StateStore)
     assert sum(h.tools.values()) == 10_000  # the allowed half ran
     assert sum(len(e) for e in h.tool_effects.values()) == 6
     assert small <= 6 + 3 + 4  # pairs, per-tool times, scalars: nothing per call
+
+
+async def test_a_history_of_some_tools_is_the_whole_history_cut_to_them(api) -> None:
+    await record_three(api)
+    await api.record("s1", "pay", "ask", now=13.0)
+    await api.record("s1", "pay", "approved", now=14.0)
+    await api.record("s1", "ünïcode:tool", "modify", now=15.0)
+    whole = await api.history("s1")
+    for tools in ({"web_fetch"}, {"pay", "never-called"}, {"ünïcode:tool", "bash"}, set()):
+        part = await api.history("s1", tools=tools)
+        kept = tools & set(whole.attempts)
+        assert (part.count, part.first_time, part.last_time, part.last_tool) == (
+            whole.count, whole.first_time, whole.last_time, whole.last_tool)
+        assert dict(part.tools) == {t: n for t, n in whole.tools.items() if t in kept}
+        assert dict(part.attempts) == {t: n for t, n in whole.attempts.items() if t in kept}
+        assert {t: dict(e) for t, e in part.tool_effects.items()} == {
+            t: dict(e) for t, e in whole.tool_effects.items() if t in kept}
+        assert dict(part.last_time_by_tool) == {
+            t: when for t, when in whole.last_time_by_tool.items() if t in kept}
+        effects: dict[str, int] = {}
+        for tool in kept:
+            for effect, n in whole.tool_effects[tool].items():
+                effects[effect] = effects.get(effect, 0) + n
+        assert dict(part.effects) == effects
+
+
+async def test_a_history_of_some_tools_of_an_unknown_session_is_empty(api) -> None:
+    assert await api.history("nobody", tools={"bash"}) == SessionHistory("nobody")
+
+
+async def test_a_history_of_one_tool_reads_what_it_needs_of_2000(store: StateStore) -> None:
+    for i in range(2000):
+        store.record("big", f"tool{i}", "allow", now=float(i))
+    part = store.history("big", tools={"tool7", "tool1999"})
+    assert dict(part.tools) == {"tool7": 1, "tool1999": 1} and part.count == 2000
+    assert part.last_tool == "tool1999" and dict(part.effects) == {"allow": 2}

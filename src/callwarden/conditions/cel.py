@@ -122,8 +122,8 @@ class CelCondition:
         expression: the CEL source.
     """
 
-    __slots__ = ("_contexts", "_functions", "_getters", "_hit", "_lists", "_loops", "_member_lists",
-                 "_program", "expression")
+    __slots__ = ("_contexts", "_functions", "_getters", "_history_tools", "_hit", "_lists",
+                 "_loops", "_member_lists", "_program", "expression")
 
     def __init__(self, config: Any, env: CompileEnv) -> None:
         if not isinstance(config, str) or not config.strip():
@@ -160,6 +160,8 @@ class CelCondition:
                     f"CEL expression uses unknown list 'lists.{name}'",
                     hint=f"declare it under 'lists:' in the policy (known lists: {known})",
                 )
+        self._history_tools = None if tokens is None or "history" in plan.bound else \
+            _history_tools(tokens, cel)
         self._hit = Hit(detail=f"if: {config.strip()[:200]}", code="condition")
         self._getters = tuple(
             (name, _getter(name, plan.keys[name])) for name in VARIABLES
@@ -182,6 +184,15 @@ class CelCondition:
     def uses_history(self) -> bool:
         """True when the expression reads ``history`` (the engine then loads the session's)."""
         return any(name == "history" for name, _ in self._getters)
+
+    @property
+    def history_tools(self) -> frozenset[str] | None:
+        """The tools whose entries the expression reads in ``history``'s per-tool maps
+        (``history.tools["bash"]``, ``"web_fetch" in history.attempts``), or None when it may
+        read any (``history.tools.exists(...)``, ``history.effects``, ``size(...)``): the
+        engine then loads the whole history, else only these tools' (a cost flat in the
+        number of tools the session called)."""
+        return self._history_tools
 
     def __call__(self, subject: Subject) -> Hit | None:
         """Returns the Hit when the expression is true, None when false.
@@ -474,6 +485,44 @@ def _selected_key(
         if isinstance(value, str):
             return value, i + 4
     return None, i + 1
+
+
+_PER_TOOL = frozenset({"tools", "attempts", "tool_effects", "last_time_by_tool"})
+_HISTORY_SCALARS = frozenset({"session", "count", "last_tool", "last_time", "first_time"})
+# Tokens that may come before a literal that is the whole left operand of ``in``: they bind
+# looser (``'a' + 'x' in history.tools`` tests ``'ax'``).
+_BEFORE_IN_OPERAND = frozenset({"(", "[", "{", ",", "&&", "||", "?", ":"})
+
+
+def _history_tools(tokens: list[_Token], cel: Any) -> frozenset[str] | None:
+    """The tools whose entries the expression reads in ``history`` (see ``history_tools``)."""
+    text = [t.text for t in tokens] + [None, None, None, None]
+    found: set[str] = set()
+    for i, tok in enumerate(tokens):
+        if tok.kind != "id" or tok.text != "history" or (i and text[i - 1] == "."):
+            continue
+        field = tokens[i + 2].text if text[i + 1] == "." and i + 2 < len(tokens) else None
+        if field in _HISTORY_SCALARS:
+            continue
+        if field not in _PER_TOOL:
+            return None  # history whole, history.effects, history["tools"] ...
+        after = i + 3
+        if text[after] == "[" and after + 1 < len(tokens) and tokens[after + 1].kind == "str" \
+                and text[after + 2] == "]":
+            key = cel.evaluate(tokens[after + 1].text)
+        elif text[after] == "." and after + 1 < len(tokens) \
+                and tokens[after + 1].kind == "id" and text[after + 2] != "(":
+            key = tokens[after + 1].text
+        elif i > 1 and text[i - 1] == "in" and tokens[i - 2].kind == "str" \
+                and (i == 2 or text[i - 3] in _BEFORE_IN_OPERAND) \
+                and text[after] in _AFTER_IN_OPERAND:
+            key = cel.evaluate(tokens[i - 2].text)
+        else:
+            return None
+        if not isinstance(key, str):
+            return None
+        found.add(key)
+    return frozenset(found)
 
 
 def _loop_depth(tokens: list[_Token]) -> int:

@@ -9,6 +9,7 @@ That is httpx's ``auth_flow`` shape: one source of truth, two thin drivers.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -74,8 +75,8 @@ class Engine:
     builds a new engine.
     """
 
-    __slots__ = ("_combiner", "_default_effect", "_default_reasons", "_default_would", "_index",
-                 "_plans", "_profile_cache", "_profile_globs", "_profiles", "_records_history",
+    __slots__ = ("_combiner", "_default_effect", "_default_reasons", "_default_would", "_history_by_tool",
+                 "_index", "_plans", "_profile_cache", "_profile_globs", "_profiles", "_records_history",
                  "_sealed", "clock", "rules", "settings", "store")
 
     def __init__(
@@ -98,6 +99,9 @@ class Engine:
         self.store = store
         # Every decision feeds the session history as soon as one rule reads it.
         self._records_history = any(r.needs_history for r in self.rules)
+        # Whether the store reads a history limited to some tools (a store of another
+        # project's may predate the argument: it then reads the whole history).
+        self._history_by_tool = store is not None and _takes_tools(store)
         #: Wall clock for windows and history (injectable for tests).
         self.clock = clock or time.time
         self._combiner = combiner or StrictestWins()
@@ -224,7 +228,7 @@ class Engine:
         if reads_history:
             assert store is not None and call.session is not None  # history has a store
             history = yield StoreStep(store.history, store.ahistory, (call.session,),
-                                      {"deadline": deadline}, deadline)
+                                      self._history_options(plan, deadline), deadline)
             if isinstance(history, StoreFailure):
                 entries.append(self._store_error(history))
             else:
@@ -328,6 +332,13 @@ class Engine:
                 continue
             yield rule, counter
 
+    def _history_options(self, plan: Plan, deadline: float) -> dict[str, Any]:
+        """The history read's options: the deadline, and the tools the rules read when
+        they name them (the read then costs those tools, not all the session called)."""
+        if plan.history_tools is None or not self._history_by_tool:
+            return {"deadline": deadline}
+        return {"deadline": deadline, "tools": plan.history_tools}
+
     def _history_entry(self, session: str, call: ToolCall, current: ToolCall,
                        profile: ToolProfile, entries: list[Entry],
                        owners: list[Rule]) -> HistoryEntry | None:
@@ -393,7 +404,7 @@ class Engine:
         if plan.history and call.session is not None and any(
                 r.needs_history for r in plan.limits):
             history = yield StoreStep(store.history, store.ahistory, (call.session,),
-                                      {"deadline": deadline}, deadline)
+                                      self._history_options(plan, deadline), deadline)
             if isinstance(history, StoreFailure):
                 return self._refuse_approved(decision, self._store_error(history))
             subject.memo["history"] = history.to_cel()
@@ -647,3 +658,12 @@ def _freeze(args: Any) -> FrozenDict:
     frozen = freeze(parse_args(args))
     assert isinstance(frozen, FrozenDict)
     return frozen
+
+
+def _takes_tools(store: Any) -> bool:
+    """Whether ``store.history`` and ``store.ahistory`` take ``tools``."""
+    try:
+        return all("tools" in inspect.signature(fn).parameters
+                   for fn in (store.history, store.ahistory))
+    except (AttributeError, TypeError, ValueError):
+        return False

@@ -10,7 +10,7 @@ from typing import Any
 from callwarden._decision import Phase
 from callwarden._profiles import ToolProfile
 from callwarden.analysis.globs import is_glob
-from callwarden.engine.rules import Rule
+from callwarden.engine.rules import Rule, union_of_tools
 
 __all__ = ["Plan", "RuleIndex"]
 
@@ -33,6 +33,8 @@ class Plan:
     external_validators: tuple[Rule, ...] = ()
     #: Nothing to drive: no user policies, no rewrites, no limits (decided without a generator).
     fast: bool = False
+    #: The tools whose history entries the rules read (None: any; see ``history_tools``).
+    history_tools: frozenset[str] | None = None
 
     def validators_for(self, args: Mapping[str, Any]) -> Sequence[Rule]:
         """The validate rules that can match these arguments."""
@@ -144,4 +146,5 @@ class RuleIndex:
             tuple(r for r in ordered if r.phase is Phase.VALIDATE and r.external),
             not any(r.phase in (Phase.MUTATE, Phase.LIMIT) or r.external or r.needs_history
                     for r in ordered),
+            union_of_tools(r.history_tools for r in ordered if r.needs_history),
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +14,7 @@ from callwarden.analysis.globs import GlobSet
 from callwarden.conditions.base import Hit, Matcher, Subject
 from callwarden.engine.user import as_verdict
 
-__all__ = ["NameSet", "Rewrite", "Rule", "Selector"]
+__all__ = ["NameSet", "Rewrite", "Rule", "Selector", "union_of_tools"]
 
 # Hit codes that mean "could not be analysed" rather than "matched".
 _UNCERTAIN = (".parse_error", ".invalid", ".opaque", ".incomplete", ".error")
@@ -200,6 +200,7 @@ class Rule:
         "dynamic",
         "effect",
         "external",
+        "history_tools",
         "id",
         "limit",
         "message",
@@ -249,6 +250,10 @@ class Rule:
         self.limit = limit
         #: True when a condition reads the session history (the engine then loads it).
         self.needs_history = any(getattr(c, "uses_history", False) for _, c in self.conditions)
+        #: The tools whose history entries those conditions read, or None for any.
+        self.history_tools = union_of_tools(
+            getattr(c, "history_tools", None) for _, c in self.conditions
+            if getattr(c, "uses_history", False))
         if limit is not None:
             phase = Phase.LIMIT
         if on == "output":
@@ -303,3 +308,13 @@ class Rule:
                            args, "; ".join(details) or None)
         return tuple.__new__(Verdict, (self.effect, self.message, code, None,
                                        "; ".join(details) or None))
+
+
+def union_of_tools(parts: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
+    """The union of tool sets, None (any tool) as soon as one part is None."""
+    found: set[str] = set()
+    for part in parts:
+        if part is None:
+            return None
+        found |= part
+    return frozenset(found)

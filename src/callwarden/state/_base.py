@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_IDLE_TTL",
+    "HISTORY_EFFECTS",
     "RAN_EFFECTS",
     "TOLERANCE",
     "Counter",
@@ -64,6 +65,9 @@ DEFAULT_IDLE_TTL = 7 * 86400.0
 """Seconds after its last use that a windowless counter or a session's history is forgotten."""
 
 RAN_EFFECTS = frozenset({"allow", "modify", "approved"})
+#: The effects the engine records in a session's history (a decision's effect, or
+#: ``approved`` when an approved call runs): what a snapshot limited to some tools reads.
+HISTORY_EFFECTS = ("allow", "modify", "ask", "deny", "halt", "approved")
 """Recorded effects of calls that ran: what ``history.tools`` counts."""
 
 
@@ -339,15 +343,26 @@ class LimitStore(_Store, ABC):
         """Async twin of :meth:`record`."""
 
     @abstractmethod
-    def history(self, session: str, *, deadline: float | None = None) -> SessionHistory:
+    def history(self, session: str, *, deadline: float | None = None,
+                tools: Collection[str] | None = None) -> SessionHistory:
         """Returns a snapshot of a session's history; cost does not grow with its length.
+
+        Args:
+            tools: When given, the snapshot holds only these tools: ``tools``, ``attempts``,
+                ``tool_effects`` and ``last_time_by_tool`` name no other, and ``effects``
+                sums their decisions (those recorded with an effect of
+                :data:`HISTORY_EFFECTS`) only; ``count`` and the first, last and last tool are
+                the session's. The cost then grows with ``len(tools)``, not with the number
+                of tools the session called. The engine asks for this when every condition
+                reading the history names the tools it reads.
 
         Raises:
             StoreUnavailable: The store failed.
         """
 
     @abstractmethod
-    async def ahistory(self, session: str, *, deadline: float | None = None) -> SessionHistory:
+    async def ahistory(self, session: str, *, deadline: float | None = None,
+                       tools: Collection[str] | None = None) -> SessionHistory:
         """Async twin of :meth:`history`."""
 
 

@@ -6,7 +6,7 @@ constant time and a snapshot costs the number of distinct pairs, never the numbe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -113,14 +113,15 @@ class SessionHistory:
 class HistoryTally:
     """The mutable running summary behind a :class:`SessionHistory` (in-process stores)."""
 
-    __slots__ = ("count", "first_time", "last_time", "last_time_by_tool", "last_tool", "pairs")
+    __slots__ = ("by_tool", "count", "first_time", "last_time", "last_time_by_tool",
+                 "last_tool")
 
     def __init__(self) -> None:
         self.count = 0
         self.first_time: float | None = None
         self.last_time: float | None = None
         self.last_tool: str | None = None
-        self.pairs: dict[tuple[str, str], int] = {}
+        self.by_tool: dict[str, dict[str, int]] = {}  # tool -> effect -> decisions
         self.last_time_by_tool: dict[str, float] = {}
 
     def add(self, tool: str, effect: str, now: float) -> None:
@@ -130,18 +131,24 @@ class HistoryTally:
             self.first_time = now
         self.last_time = now
         self.last_tool = tool
-        pair = (tool, effect)
-        self.pairs[pair] = self.pairs.get(pair, 0) + 1
+        effects = self.by_tool.get(tool)
+        if effects is None:
+            effects = self.by_tool[tool] = {}
+        effects[effect] = effects.get(effect, 0) + 1
         self.last_time_by_tool[tool] = now
 
-    def snapshot(self, session: str) -> SessionHistory:
-        """Returns an immutable copy, costing the number of distinct ``(tool, effect)`` pairs."""
+    def snapshot(self, session: str, tools: Collection[str] | None = None) -> SessionHistory:
+        """Returns an immutable copy, costing the number of distinct ``(tool, effect)`` pairs
+        (of ``tools`` only, when given: see :meth:`LimitStore.history`)."""
+        by_tool = self.by_tool
+        names = by_tool if tools is None else [t for t in tools if t in by_tool]
+        last = self.last_time_by_tool
         return SessionHistory.from_pairs(
             session,
-            ((t, e, n) for (t, e), n in self.pairs.items()),
+            ((t, e, n) for t in names for e, n in by_tool[t].items()),
             count=self.count,
             first_time=self.first_time,
             last_time=self.last_time,
             last_tool=self.last_tool,
-            last_time_by_tool=self.last_time_by_tool,
+            last_time_by_tool=last if tools is None else {t: last[t] for t in names},
         )

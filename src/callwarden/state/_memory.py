@@ -6,7 +6,7 @@ import bisect
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from time import perf_counter as _perf
 from typing import Any
 
@@ -169,15 +169,17 @@ class MemoryStore(StateStore):
         """See :meth:`StateStore.record`."""
         self.record(session, tool, effect, now=now, deadline=deadline)
 
-    def history(self, session: str, *, deadline: float | None = None) -> SessionHistory:
+    def history(self, session: str, *, deadline: float | None = None,
+                tools: Collection[str] | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`."""
         with self._lock:
             tally = self._history.get(session)
-            return SessionHistory(session) if tally is None else tally.snapshot(session)
+            return SessionHistory(session) if tally is None else tally.snapshot(session, tools)
 
-    async def ahistory(self, session: str, *, deadline: float | None = None) -> SessionHistory:
+    async def ahistory(self, session: str, *, deadline: float | None = None,
+                       tools: Collection[str] | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`."""
-        return self.history(session)
+        return self.history(session, tools=tools)
 
     # -- key-value records ----------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from time import perf_counter as _perf
 from typing import Any
 
@@ -21,6 +21,7 @@ from redis.exceptions import NoScriptError, RedisError
 
 from callwarden.state._base import (
     DEFAULT_IDLE_TTL,
+    HISTORY_EFFECTS,
     TOLERANCE,
     Counter,
     CounterState,
@@ -412,24 +413,31 @@ class RedisStore(StateStore):
     def _record_args(self, tool: str, effect: str, now: float) -> list[str]:
         return [tool, effect, repr(float(now)), self._history_ttl_ms]
 
-    def history(self, session: str, *, deadline: float | None = None) -> SessionHistory:
-        """See :meth:`StateStore.history`."""
+    def history(self, session: str, *, deadline: float | None = None,
+                tools: Collection[str] | None = None) -> SessionHistory:
+        """See :meth:`StateStore.history`. One ``HGETALL``, or one ``HMGET`` of the fields of
+        ``tools`` when given."""
+        key = self._prefix + "h:" + session
+        command = ("HGETALL", key) if tools is None else ("HMGET", key, *_history_fields(tools))
         try:
             if deadline is None or deadline - _perf() >= self._timeout:
-                fields = self._client.hgetall(self._prefix + "h:" + session)
+                reply = self._client.execute_command(*command)  # type: ignore[no-untyped-call]
             else:
-                fields = _hgetall_within(self._client, self._prefix + "h:" + session, deadline)
+                reply = _command_within(self._client, command, deadline)
         except (RedisError, UnicodeEncodeError) as exc:
             raise self._unavailable(exc) from exc
-        return _parse_history(session, fields)
+        return _parse_history(session, _history_reply(command, reply))
 
-    async def ahistory(self, session: str, *, deadline: float | None = None) -> SessionHistory:
+    async def ahistory(self, session: str, *, deadline: float | None = None,
+                       tools: Collection[str] | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`."""
+        key = self._prefix + "h:" + session
+        command = ("HGETALL", key) if tools is None else ("HMGET", key, *_history_fields(tools))
         try:
-            fields = await self._async_client().hgetall(self._prefix + "h:" + session)
+            reply = await self._async_client().execute_command(*command)  # type: ignore[no-untyped-call]
         except (RedisError, UnicodeEncodeError) as exc:
             raise self._unavailable(exc) from exc
-        return _parse_history(session, fields)
+        return _parse_history(session, _history_reply(command, reply))
 
     # -- key-value records ----------------------------------------------------------------
 
@@ -611,17 +619,41 @@ def _ms(seconds: float | None) -> str:
     return str(max(1, math.ceil(seconds * 1000)))
 
 
-def _hgetall_within(client: redis.Redis, key: str, deadline: float) -> Any:
+def _command_within(client: redis.Redis, command: tuple[str, ...], deadline: float) -> Any:
     pool = client.connection_pool
     _remaining(deadline)
     with until(deadline):
         conn = pool.get_connection()
         try:
-            conn.send_command("HGETALL", key)  # type: ignore[no-untyped-call]
-            reply = conn.read_response(timeout=_remaining(deadline))
+            conn.send_command(*command)  # type: ignore[no-untyped-call]
+            return conn.read_response(timeout=_remaining(deadline))
         finally:
             pool.release(conn)
-    # RESP2 answers a flat list; RESP3 a map.
+
+
+_SCALARS = ("n", "first", "last", "tool")
+
+
+def _history_fields(tools: Collection[str]) -> list[str]:
+    """The hash fields of a history limited to ``tools``: the scalars, then per tool its last
+    time and one pair field per recorded effect (see the record script)."""
+    fields = list(_SCALARS)
+    for tool in sorted(set(tools)):
+        head = f"p:{len(tool.encode())}:{tool}"
+        fields.append("t:" + tool)
+        fields += [head + effect for effect in HISTORY_EFFECTS]
+    return fields
+
+
+def _history_reply(command: tuple[str, ...], reply: Any) -> Mapping[Any, Any]:
+    """The hash fields a history command answered, as HGETALL gives them."""
+    if command[0] == "HMGET":
+        names = [name.encode() for name in command[2:]]
+        if reply[0] is None:  # no "n": the session has no history
+            return {}
+        return {name: value for name, value in zip(names, reply, strict=True)
+                if value is not None}
+    # HGETALL: a map (RESP3, or redis-py's reply callback) or a flat list (RESP2, raw).
     if isinstance(reply, dict):
         return reply
     return dict(zip(reply[::2], reply[1::2], strict=True))

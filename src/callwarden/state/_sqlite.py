@@ -9,7 +9,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from time import perf_counter as _perf
 from typing import Any, TypeVar
@@ -227,14 +227,23 @@ class SQLiteStore(StateStore):
         """See :meth:`StateStore.record`. Runs in a worker thread."""
         await asyncio.to_thread(self.record, session, tool, effect, now=now, deadline=deadline)
 
-    def history(self, session: str, *, deadline: float | None = None) -> SessionHistory:
+    def history(self, session: str, *, deadline: float | None = None,
+                tools: Collection[str] | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`."""
+        names = None if tools is None else sorted(set(tools))
 
         def read(db: sqlite3.Connection) -> SessionHistory:
             row = db.execute(self._sql.session, (session,)).fetchone()
             if row is None:
                 return SessionHistory(session)
-            pairs = db.execute(self._sql.pairs, (session,)).fetchall()
+            if names is None:
+                pairs = db.execute(self._sql.pairs, (session,)).fetchall()
+            else:  # one lookup of the primary key per tool, however many the session used
+                pairs = []
+                for start in range(0, len(names), _IN_CHUNK):
+                    chunk = names[start:start + _IN_CHUNK]
+                    pairs += db.execute(self._sql.pairs_of(len(chunk)),
+                                        (session, *chunk)).fetchall()
             last_by_tool: dict[str, float] = {}
             for tool, _effect, _n, last in pairs:
                 if tool not in last_by_tool or last > last_by_tool[tool]:
@@ -251,9 +260,10 @@ class SQLiteStore(StateStore):
 
         return self._run(read, deadline, write=False)
 
-    async def ahistory(self, session: str, *, deadline: float | None = None) -> SessionHistory:
+    async def ahistory(self, session: str, *, deadline: float | None = None,
+                       tools: Collection[str] | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`. Runs in a worker thread."""
-        return await asyncio.to_thread(self.history, session, deadline=deadline)
+        return await asyncio.to_thread(self.history, session, deadline=deadline, tools=tools)
 
     # -- key-value records ----------------------------------------------------------------
 
@@ -474,10 +484,15 @@ def _transaction(db: sqlite3.Connection, mode: str) -> Iterator[None]:
     db.execute("COMMIT")
 
 
+_IN_CHUNK = 500  # tools per query: well under SQLite's limit on bound parameters
+
+
 class _Statements:
     """The SQL of one table prefix, formatted once."""
 
     __slots__ = (
+        "_pairs_of",
+        "_prefix",
         "add_entry",
         "add_total",
         "add_windowed",
@@ -546,6 +561,8 @@ class _Statements:
         self.pairs = (
             f"SELECT tool, effect, count, last_time FROM {p}session_tools WHERE session = ?"
         )
+        self._prefix = p
+        self._pairs_of: dict[int, str] = {}
         self.forget_pairs = (
             f"DELETE FROM {p}session_tools WHERE session IN"
             f" (SELECT session FROM {p}sessions WHERE last_time <= ?)"
@@ -564,3 +581,13 @@ class _Statements:
             f" AND substr(key, 1, length(?1)) = ?1 AND {live} ORDER BY key"
         )
         self.kv_sweep = f"DELETE FROM {p}kv WHERE expires_at <= ?"
+
+
+    def pairs_of(self, n: int) -> str:
+        """The pairs of ``n`` tools of one session (``session``, then the ``n`` names)."""
+        sql = self._pairs_of.get(n)
+        if sql is None:
+            sql = self._pairs_of[n] = (
+                f"SELECT tool, effect, count, last_time FROM {self._prefix}session_tools"
+                f" WHERE session = ? AND tool IN ({', '.join('?' * n)})")
+        return sql
