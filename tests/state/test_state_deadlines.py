@@ -228,3 +228,35 @@ async def test_a_store_that_inherits_from_memory_is_awaited_within_the_deadline(
     guard = Guard.from_dict(BUDGET, state=_SlowMemory())
     decision = await guard.acheck("t", {})  # run inline, the sync twin would allow it
     assert decision.effect is Effect.DENY and decision.reasons[0].code in FAILED_CLOSED
+
+
+async def test_a_free_sqlite_store_answers_the_async_path_on_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import callwarden.state._sqlite as sqlite_module
+
+    store = SQLiteStore(tmp_path / "state.db", timeout=STORE_TIMEOUT)
+    guard = Guard.from_dict({"version": 1, "rules": [{"id": "b", "limit": {"calls": 2}}]},
+                            state=store)
+    guard.check("warm-up", {})  # the first connection is made (in a thread, when async)
+    hops: list[str] = []
+    real = asyncio.to_thread
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(fn.__name__)
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite_module.asyncio, "to_thread", counted)
+    effects = [(await guard.acheck("t", {})).effect for _ in range(3)]
+    assert effects == [Effect.ALLOW, Effect.DENY, Effect.DENY] and hops == []
+    # Another process holding the write lock: the step waits for it in a worker thread, as
+    # the sync call would, and counts exactly once when the lock is released.
+    patient = Guard.from_dict({"version": 1, "timeout": "30s",
+                               "rules": [{"id": "c", "limit": {"calls": 1}}]}, state=store)
+    blocker = locked(store._path, "IMMEDIATE")
+    timer = threading.Timer(0.2, lambda: (blocker.execute("ROLLBACK"), blocker.close()))
+    timer.start()
+    decision = await patient.acheck("u", {})
+    timer.join()
+    assert decision.effect is Effect.ALLOW and hops == ["consume"]
+    assert [(await guard.acheck("t", {})).effect for _ in range(1)] == [Effect.DENY]
+    store.close()

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from time import perf_counter as _perf
 from typing import Any, TypeVar
 
@@ -89,6 +90,7 @@ class SQLiteStore(StateStore):
     __slots__ = (
         "_busy_ms",
         "_conn",
+        "_fast",
         "_history_ttl",
         "_idle_ttl",
         "_kv_sweep",
@@ -126,6 +128,9 @@ class SQLiteStore(StateStore):
         self._kv_sweep = 0.0
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        # A second connection that never waits for a lock (busy_timeout 0): the async twins
+        # try it on the event loop first, and go to a worker thread only when it is busy.
+        self._fast: sqlite3.Connection | None = None
         self._sql = _Statements(prefix)
 
     # -- counters -----------------------------------------------------------------------
@@ -141,10 +146,11 @@ class SQLiteStore(StateStore):
         self, counters: Sequence[Counter], *, now: float, commit: bool,
         deadline: float | None = None, record: HistoryEntry | None = None,
     ) -> list[CounterState]:
-        """See :meth:`StateStore.consume`. Runs in a worker thread, which writes nothing once
-        the deadline has passed (the caller may have given up on it)."""
-        return await asyncio.to_thread(self.consume, counters, now=now, commit=commit,
-                                       deadline=deadline, record=record)
+        """See :meth:`StateStore.consume`. On the loop when the store is free (see ``_twin``),
+        else in a worker thread, which writes nothing once the deadline has passed (the
+        caller may have given up on it)."""
+        return await self._twin(self.consume, counters, now=now, commit=commit,
+                                deadline=deadline, record=record)
 
     def _consume(
         self, db: sqlite3.Connection, counters: Sequence[Counter], now: float, commit: bool,
@@ -224,8 +230,8 @@ class SQLiteStore(StateStore):
 
     async def arecord(self, session: str, tool: str, effect: str, *, now: float,
                       deadline: float | None = None) -> None:
-        """See :meth:`StateStore.record`. Runs in a worker thread."""
-        await asyncio.to_thread(self.record, session, tool, effect, now=now, deadline=deadline)
+        """See :meth:`StateStore.record`. See ``_twin``: on the loop when free."""
+        await self._twin(self.record, session, tool, effect, now=now, deadline=deadline)
 
     def history(self, session: str, *, deadline: float | None = None,
                 tools: Collection[str] | None = None) -> SessionHistory:
@@ -262,8 +268,8 @@ class SQLiteStore(StateStore):
 
     async def ahistory(self, session: str, *, deadline: float | None = None,
                        tools: Collection[str] | None = None) -> SessionHistory:
-        """See :meth:`StateStore.history`. Runs in a worker thread."""
-        return await asyncio.to_thread(self.history, session, deadline=deadline, tools=tools)
+        """See :meth:`StateStore.history`. See ``_twin``: on the loop when free."""
+        return await self._twin(self.history, session, deadline=deadline, tools=tools)
 
     # -- key-value records ----------------------------------------------------------------
 
@@ -277,8 +283,8 @@ class SQLiteStore(StateStore):
         return None if row is None else StoredValue(key, decode_value(row[0]), row[1], row[2])
 
     async def aget(self, key: str) -> StoredValue | None:
-        """See :meth:`StateStore.get`. Runs in a worker thread."""
-        return await asyncio.to_thread(self.get, key)
+        """See :meth:`StateStore.get`. See ``_twin``: on the loop when free."""
+        return await self._twin(self.get, key)
 
     def put(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
         """See :meth:`StateStore.put`. One ``BEGIN IMMEDIATE`` transaction."""
@@ -296,8 +302,8 @@ class SQLiteStore(StateStore):
         return self._run(write, None)
 
     async def aput(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
-        """See :meth:`StateStore.put`. Runs in a worker thread."""
-        return await asyncio.to_thread(self.put, key, value, ttl=ttl)
+        """See :meth:`StateStore.put`. See ``_twin``: on the loop when free."""
+        return await self._twin(self.put, key, value, ttl=ttl)
 
     def compare_and_set(
         self, key: str, expected_version: int | None, value: Mapping[str, Any], *,
@@ -325,8 +331,8 @@ class SQLiteStore(StateStore):
         self, key: str, expected_version: int | None, value: Mapping[str, Any], *,
         ttl: float | None,
     ) -> bool:
-        """See :meth:`StateStore.compare_and_set`. Runs in a worker thread."""
-        return await asyncio.to_thread(self.compare_and_set, key, expected_version, value, ttl=ttl)
+        """See :meth:`StateStore.compare_and_set`. See ``_twin``: on the loop when free."""
+        return await self._twin(self.compare_and_set, key, expected_version, value, ttl=ttl)
 
     def delete(self, key: str) -> bool:
         """See :meth:`StateStore.delete`."""
@@ -339,8 +345,8 @@ class SQLiteStore(StateStore):
         return self._run(write, None)
 
     async def adelete(self, key: str) -> bool:
-        """See :meth:`StateStore.delete`. Runs in a worker thread."""
-        return await asyncio.to_thread(self.delete, key)
+        """See :meth:`StateStore.delete`. See ``_twin``: on the loop when free."""
+        return await self._twin(self.delete, key)
 
     def scan(self, prefix: str) -> list[StoredValue]:
         """See :meth:`StateStore.scan`."""
@@ -351,8 +357,8 @@ class SQLiteStore(StateStore):
         return [StoredValue(k, decode_value(v), n, e) for k, v, n, e in rows]
 
     async def ascan(self, prefix: str) -> list[StoredValue]:
-        """See :meth:`StateStore.scan`. Runs in a worker thread."""
-        return await asyncio.to_thread(self.scan, prefix)
+        """See :meth:`StateStore.scan`. See ``_twin``: on the loop when free."""
+        return await self._twin(self.scan, prefix)
 
     def _kv_write(self, db: sqlite3.Connection, key: str, text: str, version: int, now: float,
                   ttl: float | None) -> None:
@@ -364,21 +370,40 @@ class SQLiteStore(StateStore):
     # -- plumbing -----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Closes the database connection."""
+        """Closes the database connections."""
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            self._drop()
+
+    async def _twin(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """An async twin: ``method`` done on the event loop when the store is free at once
+        (no other thread of this process in it, no other process holding the write lock: a
+        few tens of µs, nothing to wait for), else in a worker thread, where it waits as the
+        sync call does. A thread hop costs more than the work it would move."""
+        token = _INLINE.set(True)
+        try:
+            return method(*args, **kwargs)
+        except _Busy:
+            pass
+        finally:
+            _INLINE.reset(token)
+        return await asyncio.to_thread(method, *args, **kwargs)
 
     def _run(self, work: Callable[[sqlite3.Connection], _T], deadline: float | None, *,
              write: bool = True) -> _T:
-        if deadline is None:
+        inline = _INLINE.get()
+        if inline:
+            if not self._lock.acquire(blocking=False):
+                raise _Busy
+        elif deadline is None:
             self._lock.acquire()
         elif not self._lock.acquire(timeout=max(deadline - _perf(), 0.0)):
             raise StoreUnavailable(f"SQLite store {self._path!r} is busy past the deadline")
         try:
-            db = self._connect()
-            self._bound_wait(db, deadline)
+            if inline:
+                db = self._connect_fast()
+            else:
+                db = self._connect()
+                self._bound_wait(db, deadline)
             with _transaction(db, "IMMEDIATE" if write else "DEFERRED"):
                 if deadline is not None and write and _perf() > deadline:
                     # The caller gave up while this waited for the lock: count nothing.
@@ -389,6 +414,8 @@ class SQLiteStore(StateStore):
                 f"SQLite store {self._path!r}: the deadline passed while waiting for the lock"
             ) from None
         except sqlite3.Error as exc:
+            if inline and _busy(exc):
+                raise _Busy from None  # another process writes: wait for it in a thread
             # Reopen on the next call: whatever went wrong may not be transient in this
             # connection (a deleted file, a full disk), and reopening is cheap.
             self._drop()
@@ -438,15 +465,46 @@ class SQLiteStore(StateStore):
         self._conn = db
         return db
 
+    def _connect_fast(self) -> sqlite3.Connection:
+        if self._fast is not None:
+            return self._fast
+        if self._conn is None:
+            raise _Busy  # the first connection may wait for WAL and the schema: in a thread
+        db = sqlite3.connect(self._path, timeout=0, isolation_level=None,
+                             check_same_thread=False)
+        try:
+            db.execute("PRAGMA busy_timeout = 0")
+            db.execute("PRAGMA synchronous = NORMAL")
+        except BaseException:
+            db.close()
+            raise
+        self._fast = db
+        return db
+
     def _drop(self) -> None:
-        if self._conn is not None:
-            with suppress(sqlite3.Error):
-                self._conn.close()
-            self._conn = None
+        for conn in (self._conn, self._fast):
+            if conn is not None:
+                with suppress(sqlite3.Error):
+                    conn.close()
+        self._conn = self._fast = None
 
 
 class _LateError(CallwardenError):
     """The deadline passed while the transaction waited for the write lock."""
+
+
+class _Busy(Exception):  # a signal between two methods, never seen outside
+    """An inline attempt found the store busy: do it in a worker thread instead."""
+
+
+# Set while an async twin tries its work on the event loop (see SQLiteStore._twin).
+_INLINE: ContextVar[bool] = ContextVar("callwarden_sqlite_inline", default=False)
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused because another connection holds a lock."""
+    text = str(exc)
+    return "locked" in text or "busy" in text
 
 
 def state_home() -> str:
