@@ -6,7 +6,10 @@ Measures, in one run on this machine:
   guard.check median / p99 for (a) a 1-rule policy, (b) a 12-rule realistic policy,
   (c) 10,000 rules spread over 1,000 tool names;
   the overhead per guarded call of guard.arun, of callguard's CallGuard.run with an equivalent
-  tool-name contract, and of calling the tool directly (the baseline).
+  tool-name contract, and of calling the tool directly (the baseline);
+  with a budget: guard.arun under five argument rules and a per-session call budget (memory
+  store) against CallGuard.run with five preconditions and its call limit, one call at a time
+  and as 1,000 concurrent calls (µs per call over the whole batch).
 
 (b) repeats six calls, so shell and path analysis is served from the engine's LRU caches. The
 "unique args" rows run the same six tools with a counter in every command, path, URL and value,
@@ -172,6 +175,78 @@ async def overheads(guard: Guard) -> dict[str, dict[str, float]]:
     return results
 
 
+BUDGET_CALL = ("deploy", {"env": "staging", "region": "eu", "build": "b-7"})
+
+
+def budget_guard() -> Guard:
+    """Five argument rules on the tool and a per-session budget, in memory."""
+    rules: list[dict[str, Any]] = [
+        {"id": f"rule-{k}", "match": {"tool": "deploy"}, "args": {key: value},
+         "effect": "deny"}
+        for k, (key, value) in enumerate([("env", "prod"), ("region", "us-gov"),
+                                          ("build", "b-0"), ("env", "prod-*"),
+                                          ("region", "cn-*")])]
+    rules.append({"id": "budget", "limit": {"calls": 10**9, "per": "session"}})
+    return Guard.from_dict({"version": 1, "rules": rules})
+
+
+def callguard_budget() -> Any:
+    from callguard import CallGuard, OperationLimits, Verdict, precondition
+
+    class NullSink:
+        async def emit(self, event: Any) -> None:
+            return None
+
+    contracts = []
+    for key, value in [("env", "prod"), ("region", "us-gov"), ("build", "b-0"),
+                       ("env", "prod-x"), ("region", "cn-x")]:
+        @precondition("deploy")
+        def contract(envelope: Any, _key: str = key, _value: str = value) -> Any:
+            if envelope.args.get(_key) == _value:
+                return Verdict.fail(f"{_key} may not be {_value}")
+            return Verdict.pass_()
+
+        contracts.append(contract)
+    limits = OperationLimits(max_attempts=10**9, max_tool_calls=10**9)
+    return CallGuard(contracts=contracts, audit_sink=NullSink(), limits=limits)
+
+
+async def budgets() -> dict[str, dict[str, float]]:
+    """arun with a budget against callguard's run with its call limit, alone and 1,000 at once."""
+    guard = budget_guard()
+    tool, args = BUDGET_CALL
+    results: dict[str, dict[str, float]] = {}
+
+    async def warden(t: str, a: dict) -> Any:
+        return await guard.arun(t, a, async_tool_body, session="s")
+
+    results["callwarden arun, 5 rules + budget"] = await time_async(warden, [BUDGET_CALL])
+
+    async def concurrent(run: Any) -> dict[str, float]:
+        samples = []
+        for _ in range(21):
+            t0 = _ns()
+            await asyncio.gather(*(run(tool, args) for _ in range(1000)))
+            samples.append((_ns() - t0) / 1000 / 1000)
+        median = statistics.median(samples[1:])
+        return {"median_us": median, "p99_us": max(samples[1:]), "mean_us":
+                statistics.fmean(samples[1:])}
+
+    results["callwarden 1,000 concurrent, budget"] = await concurrent(warden)
+    try:
+        cg = callguard_budget()
+    except ImportError:
+        return results
+
+    async def callguard(t: str, a: dict) -> Any:
+        return await cg.run(t, a, async_tool_body)
+
+    results["callguard run, 5 contracts + limit"] = await time_async(callguard, [BUDGET_CALL],
+                                                                    n=N // 4)
+    results["callguard 1,000 concurrent, limit"] = await concurrent(callguard)
+    return results
+
+
 def main() -> None:
     one = Guard.from_file(HERE / "policies" / "one_rule.yaml")
     realistic = Guard.from_file(HERE / "policies" / "realistic.yaml")
@@ -190,6 +265,7 @@ def main() -> None:
     per_tool = {unique[k][0]: time_sync(realistic.check, unique[k::6], n=N // 6, start=WARMUP)
                 for k in range(6)}
     rows.update(asyncio.run(overheads(realistic)))
+    rows.update(asyncio.run(budgets()))
     direct = rows["direct call"]["median_us"]
     print(f"{'measure':42} {'median µs':>10} {'p99 µs':>10} {'mean µs':>10}  overhead µs")
     for name, r in rows.items():
@@ -216,6 +292,15 @@ def main() -> None:
               f"  (target >= 10x); with unique args: {cg_over / b_unique:.1f}x")
         print(f"callguard overhead / callwarden arun overhead: {cg_over / cw_over:.1f}x"
               f"; with unique args: {cg_over / cw_unique_over:.1f}x")
+    if "callguard run, 5 contracts + limit" in rows:
+        alone = (rows["callguard run, 5 contracts + limit"]["median_us"]
+                 / rows["callwarden arun, 5 rules + budget"]["median_us"])
+        together = (rows["callguard 1,000 concurrent, limit"]["median_us"]
+                    / rows["callwarden 1,000 concurrent, budget"]["median_us"])
+        ratios.update({"callguard run / callwarden arun, with a budget": alone,
+                       "callguard / callwarden, 1,000 concurrent with a budget": together})
+        print(f"with a budget: callguard run / callwarden arun: {alone:.1f}x; "
+              f"1,000 concurrent: {together:.1f}x")
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     (out / "core.json").write_text(json.dumps(

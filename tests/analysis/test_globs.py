@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from callwarden import Guard, PolicyError
 from callwarden.analysis.globs import (
     GlobError,
     GlobSet,
+    GlobTable,
     check_glob,
     compile_glob,
     expand_braces,
@@ -207,3 +210,37 @@ def test_shell_reads_with_a_brace_set_deny_what_it_names() -> None:
     assert guard.check("bash", {"command": "cat /etc/shadow"}).effect == "deny"
     assert guard.check("bash", {"command": "cat /etc/passwd"}).effect == "deny"
     assert guard.check("bash", {"command": "cat /etc/hostname"}).effect == "allow"
+
+
+# -- the literal-ends shortcut never changes an answer -----------------------------------------
+
+_PIECES = ["a", "b", "/", ".", "*", "**", "?", "[ab]", "[!a]", "{a,b/c}", "x", "/**/", ".ssh"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=6),
+       st.lists(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=6), min_size=1,
+                max_size=4),
+       st.booleans())
+def test_a_set_of_globs_intersects_exactly_when_one_of_them_does(
+        mine: list[str], patterns: list[list[str]], dotfiles: bool) -> None:
+    glob = "/" + "".join(mine)
+    texts = ["/" + "".join(p) for p in patterns]
+    try:
+        table = GlobTable([(t, t, False) for t in texts])
+    except GlobError:
+        assume(False)
+    found = table.intersects(glob, dotfiles=dotfiles)
+    expected = [t for t in texts if glob_intersects(glob, t, dotfiles=dotfiles)]
+    assert (found is None) == (not expected), (glob, texts)
+    assert found is None or found in expected
+
+
+def test_globs_whose_ends_differ_do_not_intersect_and_those_that_may_do() -> None:
+    texts = ["/**/.aws/credentials", "/etc/**", "/w/src/**", "/**/*.pem"]
+    globs = GlobTable([(t, t, False) for t in texts])
+    assert globs.intersects("/w/src/**/*.py") == "/w/src/**"
+    assert globs.intersects("/w/lib/**/*.py") is None
+    assert globs.intersects("/**/*") is not None
+    assert globs.intersects("/.aws/credentials") == "/**/.aws/credentials"  # **/ may be empty
+    assert globs.intersects("/w/src") == "/w/src/**"  # a/** matches a

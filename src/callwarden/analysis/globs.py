@@ -359,7 +359,8 @@ class GlobTable:
         exempt_src = "|".join(exempt)
         self._exempt = (re.compile(exempt_src, flags) if exempt else None,
                         re.compile(exempt_src, re.IGNORECASE | re.DOTALL) if exempt else None)
-        self._nfas: dict[bool, list[tuple[_NFA, str]]] = {}
+        # Per case mode: each pattern's glob, text, literal ends, and NFA (built when needed).
+        self._nfas: dict[bool, list[list[Any]]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._patterns)
@@ -394,14 +395,24 @@ class GlobTable:
     def intersects(self, glob: str, nocase: bool = False, dotfiles: bool = False) -> str | None:
         """Returns the text of a glob that can match a path ``glob`` also matches, or None."""
         nocase = nocase or self._case
-        nfas = self._nfas.get(nocase)
-        if nfas is None:
-            nfas = [(_glob_nfa(g.lower() if nocase else g, False), t) for g, t in self._patterns]
-            self._nfas[nocase] = nfas
-        mine = _glob_nfa(glob.lower() if nocase else glob, not dotfiles)
-        for nfa, text in nfas:
-            if _nfa_intersect(mine, nfa):
-                return text
+        entries = self._nfas.get(nocase)
+        if entries is None:
+            entries = [[g.lower() if nocase else g, t, None, None] for g, t in self._patterns]
+            self._nfas[nocase] = entries
+        glob = glob.lower() if nocase else glob
+        ends = _literal_ends(glob)
+        mine: _NFA | None = None
+        for entry in entries:
+            if entry[2] is None:
+                entry[2] = _literal_ends(entry[0])
+            if not _ends_meet(ends, entry[2]):
+                continue  # no path can start or end as both must: no need to walk them
+            if entry[3] is None:
+                entry[3] = _glob_nfa(entry[0], False)
+            if mine is None:
+                mine = _glob_nfa(glob, not dotfiles)
+            if _nfa_intersect(mine, entry[3]):
+                return str(entry[1])
         return None
 
 
@@ -418,6 +429,36 @@ def glob_intersects(left: str, right: str, *, dotfiles: bool = True) -> bool:
             glob libraries skip them by default; a policy glob always matches them).
     """
     return _nfa_intersect(_glob_nfa(left, not dotfiles), _glob_nfa(right, False))
+
+
+def _literal_ends(glob: str) -> list[tuple[str, str]]:
+    """Per ``{a,b}`` alternative, the text every matching path starts with and ends with (the
+    literal characters before the first wildcard and after the last; a ``/`` next to a ``**``
+    segment is left out, since ``a/**`` matches ``a`` and ``**/b`` matches ``b``)."""
+    out = []
+    for alt in expand_braces(glob):
+        tokens = _tokenize(alt)
+        i = 0
+        while i < len(tokens) and tokens[i][0] == "l":
+            i += 1
+        prefix = "".join(t[1] for t in tokens[:i])
+        if i < len(tokens) and tokens[i][0] == "**" and prefix.endswith("/"):
+            prefix = prefix[:-1]
+        j = len(tokens)
+        while j > 0 and tokens[j - 1][0] == "l":
+            j -= 1
+        suffix = "".join(t[1] for t in tokens[j:])
+        if j > 0 and tokens[j - 1][0] == "**" and suffix.startswith("/"):
+            suffix = suffix[1:]
+        out.append((prefix, suffix))
+    return out
+
+
+def _ends_meet(left: list[tuple[str, str]], right: list[tuple[str, str]]) -> bool:
+    """Whether some alternatives of two globs can start and end alike: a path matching both
+    starts with both prefixes (one extends the other) and ends with both suffixes."""
+    return any((p1.startswith(p2) or p2.startswith(p1)) and (s1.endswith(s2) or s2.endswith(s1))
+               for p1, s1 in left for p2, s2 in right)
 
 
 def _glob_nfa(glob: str, dot_rule: bool) -> _NFA:
@@ -513,11 +554,15 @@ def _cs_meet(a: _Charset, b: _Charset) -> bool:
     return False
 
 
+_MEETS: dict[tuple[_Charset, _Charset], bool] = {}  # a policy has few distinct charsets
+
+
 def _nfa_intersect(left: _NFA, right: _NFA) -> bool:
     ta, acc_a = left
     tb, acc_b = right
     seen: set[tuple[int, int]] = set()
     stack = [(0, 0)]
+    meets = _MEETS
     while stack:
         pair = stack.pop()
         if pair in seen:
@@ -537,6 +582,14 @@ def _nfa_intersect(left: _NFA, right: _NFA) -> bool:
             if ca is None:
                 continue
             for cb, t2 in out_b:
-                if cb is not None and _cs_meet(ca, cb):
+                if cb is None:
+                    continue
+                key = (ca, cb)
+                meet = meets.get(key)
+                if meet is None:
+                    if len(meets) > 65536:
+                        meets.clear()
+                    meet = meets[key] = _cs_meet(ca, cb)
+                if meet:
                     stack.append((t1, t2))
     return False
