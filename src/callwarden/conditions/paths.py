@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -185,7 +186,7 @@ class PathMatcher:
             if self._resolve:
                 # A link target may name the real directory behind a symlinked home.
                 prefix = literal_prefix(form)
-                real = resolve_physical(prefix, self._fs_root) if prefix != "/" else None
+                real = _resolved_at_load(prefix, self._fs_root) if prefix != "/" else None
                 if real and real != prefix:
                     out.append(real.rstrip("/") + form[len(prefix):])
         return out
@@ -204,7 +205,7 @@ class PathMatcher:
                                   key=f"{key}[{i}]")
             forms = [canon.path]
             if self._resolve:
-                real = resolve_physical(canon.path, self._fs_root)
+                real = _resolved_at_load(canon.path, self._fs_root)
                 if real and real != canon.path:
                     forms.append(real)
             for form in forms:
@@ -511,3 +512,23 @@ def _opt_str(config: Mapping[str, Any], key: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ConfigError(f"{key} must be a string (a directory)", key=key)
     return value
+
+
+# Where the policy's own directories really are, as found while policies load: a policy
+# names the same few (/home, /Users, ~/.ssh ...) hundreds of times, and loading is a snapshot
+# of the file system anyway, so an answer a moment old is as good as a new one.
+_LOAD_TIME_RESOLVED: dict[tuple[str, str | None], tuple[float, str | None]] = {}
+_LOAD_TIME_VALID = 2.0  # seconds
+
+
+def _resolved_at_load(path: str, fs_root: str | None) -> str | None:
+    key = (path, fs_root)
+    now = time.monotonic()
+    found = _LOAD_TIME_RESOLVED.get(key)
+    if found is not None and now - found[0] < _LOAD_TIME_VALID:
+        return found[1]
+    if len(_LOAD_TIME_RESOLVED) > 4096:
+        _LOAD_TIME_RESOLVED.clear()
+    real = resolve_physical(path, fs_root)
+    _LOAD_TIME_RESOLVED[key] = (now, real)
+    return real
