@@ -2,6 +2,9 @@
 
 Run: .venv/bin/python bench/bench_limits.py   (starts its own redis-server on a free port)
 
+Also: a budget of 100 on Redis under 4 processes x 250 concurrent acheck with two busy
+loops beside them: calls allowed (must be exactly 100) and decisions that timed out.
+
 Prints decisions per second for a budget + rate-limit policy on memory, SQLite and Redis, from
 one process and from 4 (medians of several runs), Redis round trips per decision for three
 policy shapes (limits only; limits + a rule reading history, on a call it does not apply to:
@@ -11,11 +14,13 @@ time of a history condition after 20 and after 20,000 earlier calls in the sessi
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -76,6 +81,43 @@ def four_processes(url: str, n: int) -> float:
     for p in procs:
         p.join()
     return total / elapsed
+
+
+def _starved_worker(url: str, session: str, barrier: Any, out: Any) -> None:
+    guard = Guard.from_dict({"version": 1, "rules": [
+        {"id": "b", "limit": {"calls": 100, "per": "session"}}]}, state=url)
+    barrier.wait()
+
+    async def burst() -> list[Any]:
+        return await asyncio.gather(*(guard.acheck("t", {"i": i}, session=session)
+                                      for i in range(250)))
+
+    decisions = asyncio.run(burst())
+    out.put((sum(d.allowed for d in decisions),
+             sum(1 for d in decisions if d.reasons and d.reasons[0].code in
+                 ("state_unavailable", "policy_timeout"))))
+
+
+def starved_redis(url: str) -> tuple[int, int]:
+    """4 processes x 250 concurrent acheck against a budget of 100, two busy loops beside
+    them: (calls allowed, decisions that timed out or found the store unavailable)."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(4), ctx.Queue()
+    session = f"starved-{time.time_ns()}"
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        procs = [ctx.Process(target=_starved_worker, args=(url, session, barrier, out))
+                 for _ in range(4)]
+        for proc in procs:
+            proc.start()
+        results = [out.get(timeout=600) for _ in procs]
+        for proc in procs:
+            proc.join()
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    return sum(a for a, _ in results), sum(t for _, t in results)
 
 
 def history_cost(url: str, earlier: int) -> float:
@@ -150,6 +192,12 @@ def main() -> None:
             print("redis round trips per decision:")
             for label, policy, tool in shapes:
                 print(f"  {label:40} {round_trips(urls['redis'], policy, tool):.2f}")
+        if server is not None:
+            for run in range(3):
+                allowed, failed = starved_redis(urls["redis"])
+                print(f"redis, budget 100, 4 processes x 250 concurrent acheck, two busy loops"
+                      f" beside (run {run + 1}): {allowed} allowed, {failed} of 1,000 timed out"
+                      " or found the store unavailable")
         for name in ("memory", "sqlite") + (("redis",) if server else ()):
             a = median_of(3, history_cost, urls[name], 20)
             b = median_of(3, history_cost, urls[name], 20000)
