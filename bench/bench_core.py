@@ -9,7 +9,11 @@ Measures, in one run on this machine:
   tool-name contract, and of calling the tool directly (the baseline);
   with a budget: guard.arun under five argument rules and a per-session call budget (memory
   store) against CallGuard.run with five preconditions and its call limit, one call at a time
-  and as 1,000 concurrent calls (µs per call over the whole batch).
+  and as 1,000 concurrent calls (µs per call over the whole batch);
+  against Microsoft's Agent Governance Toolkit: its PolicyEvaluator (agent-governance-toolkit-
+  core, in an environment of its own, .venv-agt, made on first use) and guard.check with the
+  same rules, one per tool name, at 1, 12, 100 and 10,000 rules, deciding a call that the last
+  rule denies. Skipped with --no-agt.
 
 (b) repeats six calls, so shell and path analysis is served from the engine's LRU caches. The
 "unique args" rows run the same six tools with a counter in every command, path, URL and value,
@@ -22,6 +26,7 @@ import asyncio
 import gc
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,7 +35,7 @@ from typing import Any
 from callwarden import Guard
 
 HERE = Path(__file__).parent
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+N = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 20_000
 _ns = time.perf_counter_ns
 
 
@@ -247,6 +252,79 @@ async def budgets() -> dict[str, dict[str, float]]:
     return results
 
 
+AGT_SIZES = (1, 12, 100, 10_000)
+AGT_ENV = HERE.parent / ".venv-agt"
+AGT_PACKAGE = "agent-governance-toolkit-core==5.0.0"
+# Run in AGT's environment: prints {rules: median µs per evaluate} as JSON.
+AGT_SCRIPT = """
+import json, statistics, sys, time
+from agent_os.policies.evaluator import PolicyEvaluator
+from agent_os.policies.schema import PolicyCondition, PolicyDocument, PolicyRule
+out = {}
+for n in json.loads(sys.argv[1]):
+    rules = [PolicyRule(name=f"r{i}", action="deny", message="no",
+                        condition=PolicyCondition(field="tool_name", operator="eq",
+                                                  value=f"tool_{i}"))
+             for i in range(n)]
+    evaluator = PolicyEvaluator([PolicyDocument(name="bench", rules=rules)])
+    context = {"tool_name": f"tool_{n - 1}", "args": {"env": "dev"}}
+    assert not evaluator.evaluate(context).allowed
+    reps = max(20, 20000 // n)
+    runs = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            evaluator.evaluate(context)
+        runs.append((time.perf_counter() - t0) / reps * 1e6)
+    out[n] = statistics.median(runs)
+print(json.dumps(out))
+"""
+
+
+def agt_environment() -> Path | None:
+    """The Python of an environment holding AGT (made on first use), or None if it cannot be."""
+    python = AGT_ENV / "bin" / "python"
+    if not python.exists():
+        made = subprocess.run([sys.executable, "-m", "venv", str(AGT_ENV)],
+                              capture_output=True, check=False)
+        if made.returncode != 0:
+            return None
+    ok = subprocess.run([str(python), "-c", "import agent_os.policies.evaluator"],
+                        capture_output=True, check=False)
+    if ok.returncode != 0:
+        installed = subprocess.run([str(python), "-m", "pip", "install", "-q",
+                                    "--disable-pip-version-check", AGT_PACKAGE],
+                                   capture_output=True, check=False)
+        if installed.returncode != 0:
+            return None
+    return python
+
+
+def agt_rows() -> dict[str, dict[str, float]]:
+    """guard.check and AGT's PolicyEvaluator.evaluate with the same rules, per rule count."""
+    python = agt_environment()
+    if python is None:
+        print("AGT could not be installed into .venv-agt: its rows are left out", file=sys.stderr)
+        return {}
+    done = subprocess.run([str(python), "-c", AGT_SCRIPT, json.dumps(AGT_SIZES)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(f"AGT failed: {done.stderr.strip()[-300:]}", file=sys.stderr)
+        return {}
+    agt = {int(k): v for k, v in json.loads(done.stdout).items()}
+    rows: dict[str, dict[str, float]] = {}
+    for n in AGT_SIZES:
+        guard = Guard.from_dict({"version": 1, "rules": [
+            {"id": f"r{i}", "match": {"tool": f"tool_{i}"}, "effect": "deny", "message": "no"}
+            for i in range(n)]})
+        call = [(f"tool_{n - 1}", {"env": "dev"})]
+        assert not guard.check(*call[0]).allowed
+        rows[f"check, {n:,} rules (AGT comparison)"] = time_sync(guard.check, call)
+        rows[f"AGT PolicyEvaluator, {n:,} rules"] = {"median_us": agt[n], "p99_us": agt[n],
+                                                     "mean_us": agt[n]}
+    return rows
+
+
 def main() -> None:
     one = Guard.from_file(HERE / "policies" / "one_rule.yaml")
     realistic = Guard.from_file(HERE / "policies" / "realistic.yaml")
@@ -266,6 +344,8 @@ def main() -> None:
                 for k in range(6)}
     rows.update(asyncio.run(overheads(realistic)))
     rows.update(asyncio.run(budgets()))
+    if "--no-agt" not in sys.argv:
+        rows.update(agt_rows())
     direct = rows["direct call"]["median_us"]
     print(f"{'measure':42} {'median µs':>10} {'p99 µs':>10} {'mean µs':>10}  overhead µs")
     for name, r in rows.items():
@@ -301,6 +381,13 @@ def main() -> None:
                        "callguard / callwarden, 1,000 concurrent with a budget": together})
         print(f"with a budget: callguard run / callwarden arun: {alone:.1f}x; "
               f"1,000 concurrent: {together:.1f}x")
+    agt = [(n, rows[f"AGT PolicyEvaluator, {n:,} rules"]["median_us"]
+            / rows[f"check, {n:,} rules (AGT comparison)"]["median_us"])
+           for n in AGT_SIZES if f"AGT PolicyEvaluator, {n:,} rules" in rows]
+    if agt:
+        ratios.update({f"AGT / callwarden check, {n:,} rules": r for n, r in agt})
+        print("AGT PolicyEvaluator / callwarden check, same rules: " + ", ".join(
+            f"{n:,} rules {r:,.1f}x" for n, r in agt))
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     (out / "core.json").write_text(json.dumps(
