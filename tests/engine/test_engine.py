@@ -365,3 +365,26 @@ def test_an_engine_is_immutable_once_built() -> None:
     for name, value in (("store", MemoryStore()), ("rules", ()), ("settings", None)):
         with pytest.raises(AttributeError, match="immutable"):
             setattr(engine, name, value)
+
+
+def test_a_refusal_decided_again_is_the_same_decision_for_each_tool() -> None:
+    from callwarden import Guard
+
+    guard = Guard.from_dict({"version": 1, "rules": [
+        {"id": "no-prod", "match": {"tool": ["deploy", "release"]}, "args": {"env": "prod"},
+         "effect": "deny"},
+        {"id": "ask-pay", "match": {"tool": "pay"}, "effect": "ask"}]})
+
+    def parts(tool: str, args: dict) -> tuple:
+        d = guard.check(tool, args)
+        return (d.effect, d.args, d.reasons, d.rule, d.source, d.matched, d.message, d.mode,
+                d.would_effect)
+
+    for tool, args in [("deploy", {"env": "prod"}), ("release", {"env": "prod"}),
+                       ("pay", {"amount": 5})]:
+        first = parts(tool, args)
+        assert parts(tool, args) == first and parts(tool, dict(args)) == first
+    # The message names the tool called, not the one whose refusal was decided first.
+    assert "'release'" in parts("release", {"env": "prod"})[6]
+    assert "'deploy'" in parts("deploy", {"env": "prod"})[6]
+    assert parts("deploy", {"env": "dev"})[0].value == "allow"

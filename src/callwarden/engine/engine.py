@@ -75,9 +75,25 @@ class Engine:
     builds a new engine.
     """
 
-    __slots__ = ("_combiner", "_default_effect", "_default_reasons", "_default_would", "_history_by_tool",
-                 "_index", "_plans", "_profile_cache", "_profile_globs", "_profiles", "_records_history",
-                 "_sealed", "clock", "rules", "settings", "store")
+    __slots__ = (
+        "_combiner",
+        "_default_effect",
+        "_default_reasons",
+        "_default_would",
+        "_history_by_tool",
+        "_index",
+        "_plans",
+        "_profile_cache",
+        "_profile_globs",
+        "_profiles",
+        "_records_history",
+        "_refusals",
+        "_sealed",
+        "clock",
+        "rules",
+        "settings",
+        "store",
+    )
 
     def __init__(
         self,
@@ -99,6 +115,8 @@ class Engine:
         self.store = store
         # Every decision feeds the session history as soon as one rule reads it.
         self._records_history = any(r.needs_history for r in self.rules)
+        # The parts of decisions one rule refused alone, per tool and verdict (_one_refusal).
+        self._refusals: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         # Whether the store reads a history limited to some tools (a store of another
         # project's may predate the argument: it then reads the whole history).
         self._history_by_tool = store is not None and _takes_tools(store)
@@ -560,6 +578,11 @@ class Engine:
                 settings.mode, self._default_would, decision_id, now - started, settings.name))
         if profile.requires_approval is not None:
             entries = self._apply_profile_approval(profile, entries)
+        elif len(entries) == 1 and current is call:
+            one = self._one_refusal(call.tool, entries[0])
+            if one is not None:  # one rule refused the call: its parts are the same each time
+                return _new(Decision, (one[0], call, call.args, *one[1:], decision_id,
+                                       _perf() - started, settings.name))
 
         deciding = [e for e in entries if _decides(e)]
         enforced = [e for e in deciding if e.mode is Mode.ENFORCE]
@@ -605,6 +628,33 @@ class Engine:
             _perf() - started, settings.name,
         )
 
+    def _one_refusal(self, tool: str, entry: Entry) -> tuple[Any, ...] | None:
+        """The parts of a decision one enforced rule denied, asked or halted alone (effect,
+        reasons, rule, source, matched, message, mode, would): built once per tool and
+        verdict, then reused; None for any other case."""
+        verdict = entry.verdict
+        if entry.mode is not Mode.ENFORCE or self.settings.mode is not Mode.ENFORCE \
+                or not entry.decisive or verdict.effect not in _REFUSALS:
+            return None
+        key = (tool, entry.rule, entry.source, verdict.effect, verdict.message, verdict.code,
+               verdict.detail)
+        cache = self._refusals
+        found = cache.get(key)
+        if found is None:
+            if self._combiner.select([entry]) is not entry:
+                return None
+            effect = verdict.effect
+            reasons = self._reasons(effect, entry, [entry])
+            matched = (RuleMatch(entry.rule, entry.source, effect, entry.mode,
+                                 verdict.code or "matched",
+                                 verdict.detail or verdict.message or ""),)
+            message = decision_message(effect, tool, entry.rule, verdict.message, reasons)
+            if len(cache) >= _REFUSAL_CACHE:
+                cache.clear()
+            found = cache[key] = (effect, reasons, entry.rule, entry.source, matched, message,
+                                  Mode.ENFORCE, None)
+        return found
+
     def _default_message(self, tool: str) -> str:
         return decision_message(self._default_effect, tool, "default", None,
                                 self._default_reasons)
@@ -641,6 +691,10 @@ class Engine:
         if chosen is None and effect is not Effect.MODIFY:
             reasons.extend(self._default_reasons)
         return tuple(reasons)
+
+
+_REFUSALS = frozenset({Effect.DENY, Effect.ASK, Effect.HALT})
+_REFUSAL_CACHE = 4096
 
 
 def _refusal(rule: Rule) -> Effect:

@@ -493,7 +493,7 @@ class _LateError(CallwardenError):
     """The deadline passed while the transaction waited for the write lock."""
 
 
-class _Busy(Exception):  # a signal between two methods, never seen outside
+class _Busy(CallwardenError):  # a signal between two methods, never seen outside
     """An inline attempt found the store busy: do it in a worker thread instead."""
 
 
