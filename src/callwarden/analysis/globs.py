@@ -360,7 +360,12 @@ class GlobTable:
         self._exempt = (re.compile(exempt_src, flags) if exempt else None,
                         re.compile(exempt_src, re.IGNORECASE | re.DOTALL) if exempt else None)
         # Per case mode: each pattern's glob, text, literal ends, and NFA (built when needed).
-        self._nfas: dict[bool, list[list[Any]]] = {}
+        # The ends of the table's own mode are found now, while the policy loads, so that a
+        # decision's deadline does not pay for them.
+        self._nfas: dict[bool, list[list[Any]]] = {case_insensitive: [
+            [g.lower() if case_insensitive else g, t,
+             _literal_ends(g.lower() if case_insensitive else g), None]
+            for g, t in self._patterns]}
 
     def __bool__(self) -> bool:
         return bool(self._patterns)
