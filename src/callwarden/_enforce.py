@@ -319,7 +319,8 @@ class Enforcer:
         except BaseException as e:
             self.record_outcome(decision, OutcomeStatus.ERROR, started, e)
             raise
-        return self.finish(decision, result, started)
+        screened = self.finish(decision, result, started)
+        return screened.shown, screened.halt
 
     async def arun(self, decision: Decision, fn: Callable[..., Any]) -> tuple[Any, bool]:
         """Async twin of :meth:`run`; ``fn`` may be sync or async."""
@@ -340,14 +341,19 @@ class Enforcer:
                                    output_rule=rule, output_source=source)
         return shown, halt
 
-    def finish(self, decision: Decision, result: Any, started: float) -> tuple[Any, bool]:
-        """After a tool the framework ran itself: screen its output and record the outcome."""
-        shown, status, halt, rule, source = self._screen(decision, result)
+    def finish(self, decision: Decision, result: Any, started: float) -> Screened:
+        """After a tool the framework ran itself (``started``: ``time.perf_counter()`` when it
+        started): screen its output and record the outcome, naming the output rule that acted.
+
+        Raises:
+            AuditError: the outcome could not be written and the audit is required.
+        """
+        screened = Screened(*self._screen(decision, result))
         auditor = self.guard.auditor  # inlined record_outcome: this is every run's cost
         if auditor is not None:
-            auditor.outcome(decision, status, _perf() - started, None,
-                            output_rule=rule, output_source=source)
-        return shown, halt
+            auditor.outcome(decision, screened.status, _perf() - started, None,
+                            output_rule=screened.rule, output_source=screened.source)
+        return screened
 
     # -- the output and the record -----------------------------------------------------------
 

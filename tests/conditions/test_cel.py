@@ -467,7 +467,7 @@ def test_what_is_compiled_once_means_what_cel_means(monkeypatch: pytest.MonkeyPa
     ("size(history.tools) > 3", None),
     ("args.tool in history.tools", None),
     ("'a' + 'x' in history.tools", None),  # the key is 'ax'
-    ("history['tools']['x'] > 0", None),
+    ("history['tools']['x'] > 0", {"x"}),
     ("[1].exists(history, history > 0) && 'x' in history.tools", None),  # a shadowed name
 ])
 def test_the_tools_a_history_condition_reads(expression: str, tools: set[str] | None) -> None:

@@ -148,9 +148,8 @@ class ClaudeAgentGuard:
                 started = time.perf_counter()
             else:
                 decision, started = remembered
-            screened = self.enforcer.screen(decision, response)
+            screened = self.enforcer.finish(decision, response, started)
             shown, status, halt = screened.shown, str(screened.status), screened.halt
-            self.enforcer.record_outcome(decision, status, started, by=screened)
         except Exception as e:  # fail closed: output we could not screen is not shown
             shown, status, halt = (f"callwarden: {type(e).__name__}: {e}; output withheld",
                                    "output_blocked", False)

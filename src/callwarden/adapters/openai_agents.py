@@ -371,9 +371,8 @@ class _Bound:
                 started = _perf()
             else:
                 decision, started = entry.decision, entry.started
-            screened = enforcer.screen(decision, data.output)
+            screened = enforcer.finish(decision, data.output, started)
             shown, status, halt = screened.shown, screened.status, screened.halt
-            enforcer.record_outcome(decision, status, started, by=screened)
         except Exception as e:
             return ToolGuardrailFunctionOutput.reject_content(
                 f"The output of '{self.name}' was withheld: callwarden could not check it "

@@ -340,15 +340,9 @@ def _precompiled_matches(config: str, cel: Any) -> tuple[str, dict[str, Callable
     """``config`` with each ``.matches(<string literal>)`` replaced by a call of the pattern
     compiled once (``.callwarden_matches_N()``), and those functions by name. Unchanged
     where the lexer is unsure, the literal is not a string, or RE2 cannot read the pattern."""
-    spans: list[tuple[str, str, int, int]] = []
-    pos = 0
-    while pos < len(config):
-        m = _TOKEN.match(config, pos)
-        if m is None:
-            return config, {}
-        if m.lastgroup != "ws":
-            spans.append((m.lastgroup or "", m.group(), m.start(), m.end()))
-        pos = m.end()
+    spans = _spans(config)
+    if spans is None:
+        return config, {}
     pieces: list[str] = []
     functions: dict[str, Callable[[Any], Any]] = {}
     last = i = 0
@@ -393,18 +387,25 @@ def _getter(name: str, keys: frozenset[str] | None) -> Callable[[Subject], Any]:
     return narrowed
 
 
-def _tokenize(text: str) -> list[_Token] | None:
-    tokens: list[_Token] = []
+def _spans(text: str) -> list[tuple[str, str, int, int]] | None:
+    """The tokens of ``text`` outside whitespace and comments: (kind, text, start, end); None
+    for something this lexer does not know (``a.`b-c```)."""
+    spans = []
     pos = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            return None  # something this lexer does not know (``a.`b-c```): no narrowing
+            return None
         kind = m.lastgroup or ""
         if kind != "ws":
-            tokens.append(_Token(kind, m.group()))
+            spans.append((kind, m.group(), m.start(), m.end()))
         pos = m.end()
-    return tokens
+    return spans
+
+
+def _tokenize(text: str) -> list[_Token] | None:
+    spans = _spans(text)
+    return None if spans is None else [_Token(kind, token) for kind, token, _, _ in spans]
 
 
 def _plan(tokens: list[_Token] | None, referenced: set[str], cel: Any) -> _Plan:
@@ -496,29 +497,21 @@ _BEFORE_IN_OPERAND = frozenset({"(", "[", "{", ",", "&&", "||", "?", ":"})
 
 def _history_tools(tokens: list[_Token], cel: Any) -> frozenset[str] | None:
     """The tools whose entries the expression reads in ``history`` (see ``history_tools``)."""
-    text = [t.text for t in tokens] + [None, None, None, None]
+    text: list[str | None] = [t.text for t in tokens] + [None, None, None]
     found: set[str] = set()
     for i, tok in enumerate(tokens):
         if tok.kind != "id" or tok.text != "history" or (i and text[i - 1] == "."):
             continue
-        field = tokens[i + 2].text if text[i + 1] == "." and i + 2 < len(tokens) else None
+        field, after = _selected_key(tokens, text, i, cel)
         if field in _HISTORY_SCALARS:
             continue
         if field not in _PER_TOOL:
-            return None  # history whole, history.effects, history["tools"] ...
-        after = i + 3
-        if text[after] == "[" and after + 1 < len(tokens) and tokens[after + 1].kind == "str" \
-                and text[after + 2] == "]":
-            key = cel.evaluate(tokens[after + 1].text)
-        elif text[after] == "." and after + 1 < len(tokens) \
-                and tokens[after + 1].kind == "id" and text[after + 2] != "(":
-            key = tokens[after + 1].text
-        elif i > 1 and text[i - 1] == "in" and tokens[i - 2].kind == "str" \
+            return None  # history whole, history.effects ...
+        key, _ = _selected_key(tokens, text, after - 1, cel)  # history.tools["x"], .tools.x
+        if key is None and i > 1 and text[i - 1] == "in" and tokens[i - 2].kind == "str" \
                 and (i == 2 or text[i - 3] in _BEFORE_IN_OPERAND) \
                 and text[after] in _AFTER_IN_OPERAND:
-            key = cel.evaluate(tokens[i - 2].text)
-        else:
-            return None
+            key = cel.evaluate(tokens[i - 2].text)  # "x" in history.tools
         if not isinstance(key, str):
             return None
         found.add(key)

@@ -578,10 +578,11 @@ class Engine:
                 settings.mode, self._default_would, decision_id, now - started, settings.name))
         if profile.requires_approval is not None:
             entries = self._apply_profile_approval(profile, entries)
-        elif len(entries) == 1 and current is call:
-            one = self._one_refusal(call.tool, entries[0])
-            if one is not None:  # one rule refused the call: its parts are the same each time
-                return _new(Decision, (one[0], call, call.args, *one[1:], decision_id,
+        refusal = self._refusal_key(call.tool, entries) if current is call else None
+        if refusal is not None:
+            parts = self._refusals.get(refusal)
+            if parts is not None:  # one rule refused the call alone: decided as last time
+                return _new(Decision, (parts[0], call, call.args, *parts[1:], decision_id,
                                        _perf() - started, settings.name))
 
         deciding = [e for e in entries if _decides(e)]
@@ -620,40 +621,31 @@ class Engine:
                       e.verdict.detail or e.verdict.message or "")
             for e in entries
         )
-        return Decision(
-            effect, call, args, reasons, rule_id, source, matched,
-            decision_message(effect, call.tool, rule_id if chosen is not None else "default",
-                             chosen.verdict.message if chosen is not None else None, reasons),
-            settings.mode, would, decision_id,
-            _perf() - started, settings.name,
-        )
+        message = decision_message(effect, call.tool,
+                                   rule_id if chosen is not None else "default",
+                                   chosen.verdict.message if chosen is not None else None,
+                                   reasons)
+        if refusal is not None:
+            if len(self._refusals) >= _REFUSAL_CACHE:
+                self._refusals.clear()
+            self._refusals[refusal] = (effect, reasons, rule_id, source, matched, message,
+                                       settings.mode, would)
+        return Decision(effect, call, args, reasons, rule_id, source, matched, message,
+                        settings.mode, would, decision_id, _perf() - started, settings.name)
 
-    def _one_refusal(self, tool: str, entry: Entry) -> tuple[Any, ...] | None:
-        """The parts of a decision one enforced rule denied, asked or halted alone (effect,
-        reasons, rule, source, matched, message, mode, would): built once per tool and
-        verdict, then reused; None for any other case."""
+    def _refusal_key(self, tool: str, entries: list[Entry]) -> tuple[Any, ...] | None:
+        """For a call one enforced rule alone denied, asked or halted: what its decision is a
+        function of (the tool and the rule's verdict), so that it is built once and reused;
+        None for any other case."""
+        if len(entries) != 1:
+            return None
+        entry = entries[0]
         verdict = entry.verdict
         if entry.mode is not Mode.ENFORCE or self.settings.mode is not Mode.ENFORCE \
                 or not entry.decisive or verdict.effect not in _REFUSALS:
             return None
-        key = (tool, entry.rule, entry.source, verdict.effect, verdict.message, verdict.code,
-               verdict.detail)
-        cache = self._refusals
-        found = cache.get(key)
-        if found is None:
-            if self._combiner.select([entry]) is not entry:
-                return None
-            effect = verdict.effect
-            reasons = self._reasons(effect, entry, [entry])
-            matched = (RuleMatch(entry.rule, entry.source, effect, entry.mode,
-                                 verdict.code or "matched",
-                                 verdict.detail or verdict.message or ""),)
-            message = decision_message(effect, tool, entry.rule, verdict.message, reasons)
-            if len(cache) >= _REFUSAL_CACHE:
-                cache.clear()
-            found = cache[key] = (effect, reasons, entry.rule, entry.source, matched, message,
-                                  Mode.ENFORCE, None)
-        return found
+        return (tool, entry.rule, entry.source, verdict.effect, verdict.message, verdict.code,
+                verdict.detail)
 
     def _default_message(self, tool: str) -> str:
         return decision_message(self._default_effect, tool, "default", None,
