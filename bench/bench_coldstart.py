@@ -5,7 +5,10 @@ Run: .venv/bin/python bench/bench_coldstart.py [RUNS]   (default 20 runs of each
 
 Prints medians (ms) of:
   - a bare interpreter (``python -c pass``);
-  - ``callwarden hook claude-code`` with the recommended policy, a PreToolUse event on stdin;
+  - ``callwarden hook claude-code`` with the recommended policy, a PreToolUse event on stdin,
+    answered by the policy's warm hook worker (what every call after the first one takes);
+  - the same deciding in its own process (``CALLWARDEN_HOOK_WORKER=0``: the first call, or
+    workers turned off);
   - callguard 0.3.0's equivalent process: import, five contracts, one guarded call;
 and the ratios; then, in one process, the first decision of each of five kinds of call
 against the same call made again with other arguments (the warm cost), and their ratio.
@@ -14,6 +17,9 @@ against the same call made again with other arguments (the warm cost), and their
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -41,11 +47,12 @@ guard = CallGuard(contracts=contracts, audit_sink=Sink(), limits=OperationLimits
 async def tool(**kw): return 1
 asyncio.run(guard.run("deploy", {"env": "staging"}, tool))
 """
+# Not the samples a loading policy warms itself with (callwarden.engine.engine._WARM_CALLS).
 FIRST_CALLS = [("Bash", {"command": "ls -la src && git status"}),
-               ("Read", {"file_path": "src/app.py"}),
-               ("WebFetch", {"url": "https://example.com/docs"}),
-               ("Write", {"file_path": "notes/a.md", "content": "hello"}),
-               ("Glob", {"pattern": "src/**/*.py"})]
+               ("Read", {"file_path": "docs/guide.md"}),
+               ("WebFetch", {"url": "https://docs.python.org/3/library/"}),
+               ("Write", {"file_path": "out/b.txt", "content": "hello"}),
+               ("Glob", {"pattern": "tests/**/*.txt"})]
 FIRST = """
 import json, sys, time
 from callwarden import Guard
@@ -61,38 +68,69 @@ print(json.dumps(out))
 """
 
 
-def timed(cmd: list[str], stdin: str | None = None) -> float:
+def timed(cmd: list[str], stdin: str | None = None, env: dict[str, str] | None = None) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, input=stdin, text=True, capture_output=True, check=False)
+    subprocess.run(cmd, input=stdin, text=True, capture_output=True, check=False, env=env)
     return (time.perf_counter() - t0) * 1000
+
+
+def wait_for_worker(policy: str) -> int:
+    """The pid of the policy's hook worker (started by the first hook call) once it listens."""
+    from callwarden.hooks._client import worker_place
+
+    place = worker_place(policy)
+    assert place is not None, "no private folder for the worker"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(place.socket)
+            except OSError:
+                time.sleep(0.05)
+                continue
+            creds = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            return int.from_bytes(creds[:4], sys.byteorder)
+    raise SystemExit("the hook worker did not start")
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         policy = Path(tmp) / "policy.yaml"
         policy.write_text("version: 1\nextends: callwarden:recommended\n")
+        os.environ["XDG_CACHE_HOME"] = str(Path(tmp) / "cache")  # this run's own worker
+        os.environ.pop("CALLWARDEN_HOOK_WORKER", None)
         hook = [PY, "-m", "callwarden", "hook", "claude-code", "--policy", str(policy)]
         probe = subprocess.run(hook, input=EVENT, text=True, capture_output=True, check=False)
+        worker = wait_for_worker(str(policy))
+        alone = {**os.environ, "CALLWARDEN_HOOK_WORKER": "0"}
         try:
             import callguard  # noqa: F401
             has_callguard = True
         except ImportError:
             has_callguard = False
-        times: dict[str, list[float]] = {"bare python -c pass": [], "callwarden hook": []}
+        rows = ["bare python -c pass", "callwarden hook", "hook, own process"]
+        times: dict[str, list[float]] = {row: [] for row in rows}
         if has_callguard:
             times["callguard process"] = []
-        for _ in range(RUNS):  # interleaved: drift on a busy machine hits every row alike
-            times["bare python -c pass"].append(timed([PY, "-c", "pass"]))
-            times["callwarden hook"].append(timed(hook, EVENT))
-            if has_callguard:
-                times["callguard process"].append(timed([PY, "-c", CALLGUARD]))
+        try:
+            for _ in range(RUNS):  # interleaved: drift on a busy machine hits every row alike
+                times["bare python -c pass"].append(timed([PY, "-c", "pass"]))
+                times["callwarden hook"].append(timed(hook, EVENT))
+                times["hook, own process"].append(timed(hook, EVENT, alone))
+                if has_callguard:
+                    times["callguard process"].append(timed([PY, "-c", CALLGUARD]))
+        finally:
+            os.kill(worker, signal.SIGTERM)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"medians of {RUNS} runs (ms); hook exit {probe.returncode}")
     for name, value in med.items():
         print(f"  {name:24} {value:8.1f}")
-    print(f"  hook / bare interpreter {med['callwarden hook'] / med['bare python -c pass']:6.1f}x")
-    if has_callguard:
-        print(f"  hook / callguard process {med['callwarden hook'] / med['callguard process']:5.1f}x")
+    bare = med["bare python -c pass"]
+    for row in ("callwarden hook", "hook, own process"):
+        line = f"  {row} / bare interpreter {med[row] / bare:6.1f}x"
+        if has_callguard:
+            line += f"   / callguard process {med[row] / med['callguard process']:5.2f}x"
+        print(line)
     runs = [json.loads(subprocess.run([PY, "-c", FIRST, json.dumps(FIRST_CALLS)], text=True,
                                       capture_output=True, check=True).stdout)
             for _ in range(5)]

@@ -19,6 +19,9 @@ def _approvals_key(tmp_path_factory: pytest.TempPathFactory) -> None:
     processes the tests start seal and check approval records with the same key."""
     os.environ.setdefault("CALLWARDEN_APPROVALS_KEY_FILE",
                           str(tmp_path_factory.mktemp("approvals-key") / "approvals.key"))
+    # `callwarden hook` processes the tests start decide by themselves, unless a test asks for
+    # the warm worker (tests/adapters/test_hook_worker.py), so that none is left behind.
+    os.environ.setdefault("CALLWARDEN_HOOK_WORKER", "0")
 
 
 # tests/envs/<name> need packages that conflict with the main environment's (e.g. mcp<2 for

@@ -18,8 +18,18 @@ def test_all_is_sorted_and_every_name_exists() -> None:
 def test_every_public_name_is_exported() -> None:
     public = {n for n in dir(callwarden) if not n.startswith("_")}
     modules = {n for n in public if type(getattr(callwarden, n)).__name__ == "module"}
-    lazy = set(callwarden._LAZY_EXPORTS)
-    assert public - modules == set(callwarden.__all__) - {"__version__"} - lazy
+    assert public - modules == set(callwarden.__all__) - {"__version__"}
+
+
+def test_importing_callwarden_loads_none_of_it() -> None:
+    """``callwarden hook``'s warm path pays only for the modules it uses: the package's own
+    import loads no callwarden module, and each export is loaded on first use."""
+    code = ("import sys, callwarden; "
+            "print(sorted(m for m in sys.modules if m.startswith('callwarden.'))); "
+            "callwarden.Guard; print('callwarden._guard' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert result.stdout.split("\n")[:2] == ["[]", "True"]
 
 
 def test_py_typed_ships() -> None:

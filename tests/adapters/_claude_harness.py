@@ -103,6 +103,8 @@ def offline_env(api_url: str, home: Path) -> dict[str, str]:
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
         "PYTHONPATH": str(SRC),
+        # The CLI's hook calls go through a warm worker, which exits soon after the test.
+        "CALLWARDEN_HOOK_WORKER_IDLE": "20",
     }
 
 
@@ -143,7 +145,8 @@ def run_hook_process(stdin: str | bytes, policy: Path | None, home: Path,
         args += ["--policy", str(policy)]
     data = stdin.encode() if isinstance(stdin, str) else stdin
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
-            "XDG_CACHE_HOME": str(home / ".cache"), "PYTHONPATH": str(SRC)}
+            "XDG_CACHE_HOME": str(home / ".cache"), "PYTHONPATH": str(SRC),
+            "CALLWARDEN_HOOK_WORKER": "0"}
     done = subprocess.run(args, input=data, capture_output=True, timeout=30, check=False,
                           env={**base, **(env or {})})
     return HookResult(done.stdout.decode(), done.stderr.decode(), done.returncode)

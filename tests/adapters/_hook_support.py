@@ -70,7 +70,8 @@ def run_process(dialect: str, stdin: str | bytes, policy: Path | None,
     if policy is not None:
         args += ["--policy", str(policy)]
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    base = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    # Each call decides in its own process here; test_hook_worker.py covers the warm worker.
+    base = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "CALLWARDEN_HOOK_WORKER": "0"}
     done = subprocess.run(args, input=data, capture_output=True, timeout=60,
                           env={**base, **(env or {})}, check=False)
     return Result(done.stdout.decode(), done.stderr.decode(), done.returncode)

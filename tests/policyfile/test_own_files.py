@@ -103,3 +103,19 @@ def test_callwarden_files_takes_all_private_or_false(tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="callwarden_files"):
         Guard.from_dict({"version": 1, "rules": [
             {"id": "x", "paths": {"callwarden_files": "some"}, "effect": "deny"}]})
+
+
+def test_callwarden_folders_moved_by_the_environment_are_private(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook workers' keys live in ``$XDG_CACHE_HOME/callwarden``; wherever that is, an
+    agent's file tools can neither read nor write it."""
+    cache = tmp_path / "elsewhere" / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    guard = Guard.from_dict({"version": 1, "extends": "callwarden:recommended"},
+                            base_dir=tmp_path)
+    key = str(cache / "callwarden" / "hooks" / "0123.key")
+    assert guard.check("Read", {"file_path": key}).effect is Effect.DENY
+    assert guard.check("Write", {"file_path": key, "content": "00"}).effect is Effect.DENY
+    assert guard.check("Bash", {"command": f"cat {key}"}).effect is Effect.DENY
+    assert guard.check("Read", {"file_path": str(tmp_path / "elsewhere" / "x")}).effect \
+        is Effect.ALLOW

@@ -34,6 +34,16 @@ from callwarden.state._base import Counter, HistoryEntry, LimitStore
 
 __all__ = ["Engine", "Settings"]
 
+# Samples for :meth:`Engine.warm`: a shell command with a pipe, a redirect and two programs, a
+# file read, a file write, a URL and a glob, under the tool names most agents use.
+_WARM_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("Bash", {"command": "cat README.md | grep -n todo > notes.txt && git status"}),
+    ("Read", {"file_path": "src/app.py"}),
+    ("Write", {"file_path": "notes/a.md", "content": "hello"}),
+    ("WebFetch", {"url": "https://example.com/docs?q=1"}),
+    ("Glob", {"pattern": "src/**/*.py"}),
+)
+
 _perf = time.perf_counter
 _new = tuple.__new__  # NamedTuple's generated __new__ is a Python call; this is not
 
@@ -206,6 +216,18 @@ class Engine:
         if plan is None or plan.profile is not profile:
             plan = self._index.plan(profile)
         return profile, plan
+
+    def warm(self) -> None:
+        """Decides one what-if sample call per common kind of tool whose plan needs no
+        driver (nothing counted, recorded or asked of a user policy), so that the first real
+        decision in a process does not pay for first-time work: the shell parser, the rule
+        plans, the interpreter's first runs of each path."""
+        for tool, args in _WARM_CALLS:
+            try:
+                call = snapshot(tool, args, "warm", None, None, None, None, None)
+                self.decide_fast(call, _perf(), "warm")
+            except Exception:  # a sample the policy cannot decide: skip it
+                continue
 
     def decide_fast(self, call: ToolCall, started: float, decision_id: str) -> Decision | None:
         """Decides without a driver when the plan needs none (no user policies, rewrites,

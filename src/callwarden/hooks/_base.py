@@ -13,18 +13,20 @@ import contextlib
 import importlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TextIO
 
 from callwarden._decision import Decision
 from callwarden._enforce import Enforcer
 from callwarden._guard import Guard
+from callwarden.hooks._client import HOOK_MODULES, MAX_INPUT, print_reply
+from callwarden.policyfile import LoadedPolicy, load_policy_file
 
-__all__ = ["DIALECTS", "HOOK_DIALECTS", "Dialect", "HookCall", "HookReply", "decide_once", "dialect",
-           "json_reply", "register_dialect", "run_hook", "text_field", "tool_and_args"]
+__all__ = ["DIALECTS", "HOOK_DIALECTS", "Dialect", "HookCall", "HookReply", "Loader", "decide_hook",
+           "decide_once", "dialect", "json_reply", "load_policy", "register_dialect", "run_hook",
+           "text_field", "tool_and_args", "write_reply"]
 
-# Hook payloads are small JSON objects; anything past this is refused, not parsed.
-MAX_INPUT = 8 * 1024 * 1024
 
 
 class HookCall(NamedTuple):
@@ -75,19 +77,18 @@ def register_dialect(dialect: Dialect) -> Dialect:
     return dialect
 
 
-_MODULES = {"claude-code": "_claude_code", "gemini-cli": "_gemini_cli", "codex": "_codex"}
-HOOK_DIALECTS = tuple(_MODULES)
+HOOK_DIALECTS = tuple(HOOK_MODULES)
 
 
 def dialect(name: str) -> Dialect:
     """The registered dialect ``name``, importing its module on first use."""
-    if name not in DIALECTS and name in _MODULES:
-        importlib.import_module(f"callwarden.hooks.{_MODULES[name]}")  # registers itself
+    if name not in DIALECTS and name in HOOK_MODULES:
+        importlib.import_module(f"callwarden.hooks.{HOOK_MODULES[name]}")  # registers itself
     try:
         return DIALECTS[name]
     except KeyError:
         raise ValueError(f"unknown hook dialect {name!r}; known: "
-                         f"{', '.join(sorted({*_MODULES, *DIALECTS}))}") from None
+                         f"{', '.join(sorted({*HOOK_MODULES, *DIALECTS}))}") from None
 
 
 def pre_tool_event(payload: Mapping[str, Any], event: str, passing: frozenset[str],
@@ -133,20 +134,25 @@ def json_reply(obj: Mapping[str, Any]) -> HookReply:
     return HookReply(stdout=json.dumps(obj, ensure_ascii=False, default=str))
 
 
+# What a short-lived process does with a policy path: compile it (a warm worker keeps them).
+Loader = Callable[[str, "str | None"], LoadedPolicy]
+
+
 def run_hook(dialect_name: str, policy: str | os.PathLike[str] | None, stdin: TextIO,
              stdout: TextIO, stderr: TextIO) -> int:
     """Runs one hook invocation; returns the exit code for the agent."""
-    reply = _decide(dialect(dialect_name), policy, stdin)
-    if reply.stdout:
-        stdout.write(reply.stdout if reply.stdout.endswith("\n") else reply.stdout + "\n")
-        stdout.flush()
-    if reply.stderr:
-        stderr.write(reply.stderr if reply.stderr.endswith("\n") else reply.stderr + "\n")
-        stderr.flush()
-    return reply.exit_code
+    return write_reply(decide_hook(dialect(dialect_name), policy, stdin), stdout, stderr)
 
 
-def _decide(dialect: Dialect, policy: str | os.PathLike[str] | None, stdin: TextIO) -> HookReply:
+def write_reply(reply: HookReply, stdout: TextIO, stderr: TextIO) -> int:
+    """Prints a reply for the agent; returns its exit code."""
+    return print_reply(reply.stdout, reply.stderr, reply.exit_code, stdout, stderr)
+
+
+def decide_hook(dialect: Dialect, policy: str | os.PathLike[str] | None, stdin: TextIO,
+                load: Loader | None = None) -> HookReply:
+    """The reply to one hook invocation; ``load`` compiles the policy (default: from the file,
+    each time)."""
     try:
         text = stdin.read(MAX_INPUT + 1)
         if len(text) > MAX_INPUT:
@@ -166,42 +172,43 @@ def _decide(dialect: Dialect, policy: str | os.PathLike[str] | None, stdin: Text
             return HookReply()
         decision = decide_once(policy, call.tool, call.args, framework=dialect.name,
                                cwd=call.cwd, call_id=call.call_id, agent=call.agent,
-                               session=call.session, context=call.context)
+                               session=call.session, context=call.context, load=load)
         return dialect.render(decision, call)
     except Exception as e:  # fail closed: the agent must never run a call we could not decide
         return dialect.fail(f"callwarden: {type(e).__name__}: {e}; blocked")
 
 
 def decide_once(policy: str | os.PathLike[str] | None, tool: str, args: Any, *,
-                framework: str | None, cwd: str | None = None, **fields: Any) -> Decision:
+                framework: str | None, cwd: str | None = None, load: Loader | None = None,
+                **fields: Any) -> Decision:
     """Decides one call for real in a short-lived process (``callwarden hook``,
     ``callwarden decide``): the policy's limits count, its history records, its audit log
     gets the decision (flushed before this returns).
 
     ``policy`` is a path (default: ``$CALLWARDEN_POLICY``); relative paths in the call
-    resolve against ``cwd``, the agent's working directory.
+    resolve against ``cwd``, the agent's working directory. ``load`` compiles the policy
+    (default: :func:`load_policy`).
 
     Raises:
         ValueError: no policy was given.
         PolicyError: the policy is broken.
     """
-    guard = _guard(policy, cwd)
+    if policy is None:
+        policy = os.environ.get("CALLWARDEN_POLICY")
+    if not policy:
+        raise ValueError("no policy: pass --policy FILE or set CALLWARDEN_POLICY")
+    guard = Guard.from_loaded((load or load_policy)(os.path.abspath(policy), cwd))
     try:
         return Enforcer(guard, framework=framework).check(tool, args, **fields)
     finally:
         guard.close()
 
 
-def _guard(policy: str | os.PathLike[str] | None, cwd: str | None) -> Any:
-    """The guard for this call; relative paths in the call resolve against the agent's cwd."""
-    if policy is None:
-        policy = os.environ.get("CALLWARDEN_POLICY")
-    if not policy:
-        raise ValueError("no policy: pass --policy FILE or set CALLWARDEN_POLICY")
-    path = os.path.abspath(policy)
+def load_policy(path: str, cwd: str | None) -> LoadedPolicy:
+    """Compiles the policy file at ``path`` for a call made in ``cwd``: a policy without
+    ``workspace: {root: ...}`` takes the working directory as the project root when it is
+    built, and that must be the agent's directory, not ours."""
     if cwd and os.path.isdir(cwd):
-        # A policy without `workspace: {root: ...}` takes the working directory as the project
-        # root when it is built: that must be the agent's directory, not ours.
         with contextlib.chdir(cwd):
-            return Guard.from_file(path)
-    return Guard.from_file(path)
+            return load_policy_file(Path(path))
+    return load_policy_file(Path(path))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from callwarden.policyfile.check import TOP_KEYS, Checker, Path_
 from callwarden.policyfile.examples import verify_examples
 from callwarden.policyfile.extends import Base, load_bases
 from callwarden.policyfile.names import Kinds
-from callwarden.policyfile.ownfiles import own_files
+from callwarden.policyfile.ownfiles import own_files, policy_files
 from callwarden.policyfile.permissions import permission_rules
 from callwarden.policyfile.providers import NotLoaded, ProviderAllowlist, ProviderMode
 from callwarden.policyfile.rules import RuleContext, compile_rule, parse_lists, parse_profiles
@@ -147,8 +148,8 @@ def compile_policy(
     named_lists.update(parse_lists(data.get("lists"), check, folder, roots))
     profiles.update(parse_profiles(data.get("tools"), check, lines))
     options = parse_workspace(data.get("workspace"), check, folder)
-    options.update(own_files(data, folder, [
-        (lines.file, data, folder), *((b.lines.file, b.data, b.folder) for b in bases)]))
+    sources = [(lines.file, data, folder), *((b.lines.file, b.data, b.folder) for b in bases)]
+    options.update(own_files(data, folder, sources))
     env = CompileEnv(base_dir=folder, lists=named_lists, options=options)
     allowlist = ProviderAllowlist.from_env() if allowed_providers is None \
         else ProviderAllowlist(allowed_providers)
@@ -177,6 +178,7 @@ def compile_policy(
         approvals=parse_approvals(data.get("approvals"), check, folder),
         workspace={k: v for k, v in options.items() if k in ("root", "home")},
         digest=digest, source=lines.file, lines=lines, notes=tuple(notes),
+        files=tuple(os.path.abspath(f) for f in policy_files(sources)),
     )
     if check.problems:
         if check_examples and examples:

@@ -20,12 +20,14 @@ from typing import Any
 from callwarden.approvals._config import resolve_state_url
 from callwarden.approvals._integrity import default_key_file
 
-__all__ = ["OWN_FILES_OPTION", "PRIVATE_FILES_OPTION", "own_files"]
+__all__ = ["OWN_FILES_OPTION", "PRIVATE_FILES_OPTION", "own_files", "policy_files"]
 
 OWN_FILES_OPTION = "callwarden_files"
 PRIVATE_FILES_OPTION = "callwarden_private_files"
 _PER_USER = ("~/.config/callwarden/**", "~/.local/state/callwarden/**",
-             "~/.cache/callwarden/**", "**/.callwarden/**")
+             "~/.cache/callwarden/**", "**/.callwarden/**", "/tmp/callwarden-*/**")
+# The same folders where the environment moves them (the hook workers' keys are in the cache).
+_XDG = ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR")
 _SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
 
 
@@ -37,11 +39,7 @@ def own_files(data: Mapping[str, Any], folder: Path,
     whose list files count too): all of them under ``OWN_FILES_OPTION``, and under
     ``PRIVATE_FILES_OPTION`` those that must not even be read (stores, audit logs, the key,
     callwarden's folders), not the policy and list files."""
-    policies: list[str] = []
-    for file, document, where in sources:
-        if file and not file.startswith("<"):
-            policies.append(file)
-        policies.extend(_list_files(document.get("lists"), where))
+    policies = policy_files(sources)
     paths: list[str] = []
     raw = data.get("approvals")
     approvals: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
@@ -55,9 +53,22 @@ def own_files(data: Mapping[str, Any], folder: Path,
     paths.append(str(Path(key).expanduser()) if isinstance(key, str) else str(default_key_file()))
     # A log's rotated pieces (audit.jsonl.1 ...) and an SQLite log's -wal / -shm files.
     rotated = [_literal(os.path.abspath(p)) + "*" for p in logs]
-    private = [*(_literal(os.path.abspath(p)) for p in paths), *rotated, *_PER_USER]
+    moved = [_literal(os.path.abspath(os.environ[name])) + "/callwarden/**" for name in _XDG
+             if os.environ.get(name, "").startswith("/")]
+    private = [*(_literal(os.path.abspath(p)) for p in paths), *rotated, *_PER_USER, *moved]
     return {OWN_FILES_OPTION: [*(_literal(os.path.abspath(p)) for p in policies), *private],
             PRIVATE_FILES_OPTION: private}
+
+
+def policy_files(sources: Iterable[tuple[str | None, Mapping[str, Any], Path]]) -> list[str]:
+    """The files a policy is read from: each (file, document, folder) of ``sources`` (the
+    policy and those it extends) and the list files each names."""
+    out: list[str] = []
+    for file, document, where in sources:
+        if file and not file.startswith("<"):
+            out.append(file)
+        out.extend(_list_files(document.get("lists"), where))
+    return out
 
 
 def _list_files(raw: Any, folder: Path) -> list[str]:

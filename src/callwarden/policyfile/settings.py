@@ -49,6 +49,8 @@ class LoadedPolicy:
         notes: what loading left unchecked, not errors: with ``providers="check"``, each
             ``use:`` not imported and the inline examples not run because of them. A policy
             with such notes is for checking only (its unloaded rules fail closed).
+        files: the files it was read from: the policy file, those it extends (bundled ones
+            included) and their list files.
     """
 
     rules: tuple[Rule, ...]
@@ -62,11 +64,19 @@ class LoadedPolicy:
     source: str | None = None
     lines: Lines | None = None
     notes: tuple[Problem, ...] = ()
+    files: tuple[str, ...] = ()
+    _warmed: bool = field(default=False, init=False, repr=False, compare=False)
 
     def engine(self, *, store: Any = None, clock: Any = None) -> Engine:
-        """A new engine deciding with this policy (``store`` for its limits and history)."""
-        return Engine(self.rules, settings=self.settings, profiles=self.profiles, store=store,
-                      clock=clock)
+        """A new engine deciding with this policy (``store`` for its limits and history).
+        The first one is warmed (:meth:`Engine.warm`): that is part of loading the policy,
+        outside any decision's deadline."""
+        engine = Engine(self.rules, settings=self.settings, profiles=self.profiles,
+                        store=store, clock=clock)
+        if not self._warmed:
+            object.__setattr__(self, "_warmed", True)
+            engine.warm()
+        return engine
 
     def error(self, path: Path_, message: str, hint: str | None = None) -> PolicyError:
         """A :class:`PolicyError` naming the line of ``path`` (e.g. ``("state",)``)."""
