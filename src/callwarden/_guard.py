@@ -219,7 +219,7 @@ class Guard:
                                                    "session": session, "principal": principal,
                                                    "framework": framework},
                                          started, decision_id)
-        decision = self._engine.decide_fast(call, started, decision_id)
+        decision = self._engine.decide_fast(call, started, decision_id, dry=dry)
         if decision is not None:
             return decision
         return self._engine.flow(call, started, decision_id, dry=dry)

@@ -388,3 +388,20 @@ def test_a_refusal_decided_again_is_the_same_decision_for_each_tool() -> None:
     assert "'release'" in parts("release", {"env": "prod"})[6]
     assert "'deploy'" in parts("deploy", {"env": "prod"})[6]
     assert parts("deploy", {"env": "dev"})[0].value == "allow"
+
+
+def test_loading_warms_the_engine_without_counting_or_calling_user_code() -> None:
+    """The first engine of a loaded policy decides sample calls (what-if) at load: no limit
+    counts them, and no policy of the user's sees them."""
+    calls = []
+
+    @policy(isolated=False)
+    def spy(call):
+        calls.append(call.tool)
+
+    g = Guard.from_dict({"version": 1, "rules": [
+        {"id": "one-bash", "match": {"tool": "Bash"}, "limit": {"calls": 1}}]})
+    assert g.check("Bash", {"command": "ls"}).effect is Effect.ALLOW  # the sample did not count
+    assert g.check("Bash", {"command": "ls"}).effect is Effect.DENY
+    Guard.from_dict({"version": 1}, policies=[spy])
+    assert calls == []

@@ -27,7 +27,7 @@ from callwarden.engine.index import Plan, RuleIndex
 from callwarden.engine.limits import describe_exceeded
 from callwarden.engine.output import OutputCheck, check_output
 from callwarden.engine.rules import NameSet, Rule
-from callwarden.engine.steps import PolicyStep, StoreFailure, StoreStep
+from callwarden.engine.steps import PolicyStep, StoreFailure, StoreStep, never_blocks
 from callwarden.engine.workers import Stuck
 from callwarden.exceptions import InvalidCall, InvalidResult
 from callwarden.state._base import Counter, HistoryEntry, LimitStore
@@ -92,6 +92,7 @@ class Engine:
         "_default_would",
         "_history_by_tool",
         "_index",
+        "_inline_store",
         "_plans",
         "_profile_cache",
         "_profile_globs",
@@ -130,6 +131,8 @@ class Engine:
         # Whether the store reads a history limited to some tools (a store of another
         # project's may predate the argument: it then reads the whole history).
         self._history_by_tool = store is not None and _takes_tools(store)
+        # A store whose steps never wait (in memory): limits are counted without a driver.
+        self._inline_store = store is not None and never_blocks(store)
         #: Wall clock for windows and history (injectable for tests).
         self.clock = clock or time.time
         self._combiner = combiner or StrictestWins()
@@ -221,28 +224,37 @@ class Engine:
         """Decides one what-if sample call per common kind of tool whose plan needs no
         driver (nothing counted, recorded or asked of a user policy), so that the first real
         decision in a process does not pay for first-time work: the shell parser, the rule
-        plans, the interpreter's first runs of each path."""
+        plans, the interpreter's first runs of each path. A policy with a rule of its user's
+        code (``use:``, a Python policy) is not warmed: that code sees real calls only."""
+        if any(rule.policy is not None for rule in self.rules):
+            return
         for tool, args in _WARM_CALLS:
             try:
                 call = snapshot(tool, args, "warm", None, None, None, None, None)
-                self.decide_fast(call, _perf(), "warm")
+                self.decide_fast(call, _perf(), "warm", dry=True)
             except Exception:  # a sample the policy cannot decide: skip it
                 continue
 
-    def decide_fast(self, call: ToolCall, started: float, decision_id: str) -> Decision | None:
-        """Decides without a driver when the plan needs none (no user policies, rewrites,
-        limits or history); returns None otherwise. Same logic as ``flow``: both call
-        ``_validate`` and ``_decide``."""
+    def decide_fast(self, call: ToolCall, started: float, decision_id: str, *,
+                    dry: bool = False) -> Decision | None:
+        """Decides without a driver when the plan needs none (no user policies, rewrites or
+        history; limits only on a store that never waits); returns None otherwise. Same
+        logic as ``flow``: both call ``_validate``, ``_count`` and ``_decide``."""
         tool = call.tool
         profile = self._profile_cache.get(tool) or self.profile(tool)
         plan = self._plans.get(tool)
         if plan is None or plan.profile is not profile:
             plan = self._index.plan(profile)
-        if not plan.fast or self._records_history:
+        if self._records_history or not (plan.fast or (plan.counted and self._inline_store)):
             return None
         subject = Subject(call, profile)
         entries: list[Entry] = []
         self._validate(plan, call, subject, entries, None)
+        if plan.limits:
+            step, owners, now = self._count(plan, call, call, subject, entries, dry, None,
+                                            started + self.settings.timeout)
+            if step is not None:
+                self._counted(owners, step.run(), now, entries)
         return self._decide(call, call, profile, entries, started, decision_id)
 
     def flow(self, call: ToolCall, started: float, decision_id: str, *,
@@ -305,37 +317,11 @@ class Engine:
 
         recorded = False
         if plan.limits:
-            # Limits go last: budgets count only calls everything else allows, all of a call's
-            # counters are checked and counted in one atomic store round trip, together with
-            # the session history when the policy keeps one.
-            counters = []
-            owners = []
-            for rule, counter in self._limit_counters(plan, call, subject, current):
-                if isinstance(counter, Entry):
-                    entries.append(counter)
-                    continue
-                counters.append(counter)
-                owners.append(rule)
-            if counters:
-                assert store is not None
-                now = self.clock()
-                commit = self._preliminary(entries).allows and not dry
-                if dry:  # read the counters, count nothing (not even an attempt)
-                    counters = [replace(c, always=False) if c.always else c for c in counters]
-                record = None
-                if history_session is not None:
-                    record = self._history_entry(history_session, call, current, profile,
-                                                 entries, owners)
-                    recorded = record is not None
-                states = yield StoreStep(store.consume, store.aconsume, (counters,),
-                                         {"now": now, "commit": commit, "deadline": deadline,
-                                          "record": record}, deadline)
-                if isinstance(states, StoreFailure):
-                    entries.append(self._store_error(states))
-                else:
-                    for rule, state in zip(owners, states, strict=True):
-                        if state.exceeded:
-                            entries.append(self._limit_entry(rule, state, now))
+            step, owners, now = self._count(plan, call, current, subject, entries, dry,
+                                            history_session, deadline)
+            if step is not None:
+                recorded = step.kwargs["record"] is not None
+                self._counted(owners, (yield step), now, entries)
 
         decision = self._decide(call, current, profile, entries, started, decision_id)
         if history_session is not None and not recorded:
@@ -345,6 +331,51 @@ class Engine:
                             (history_session, call.tool, decision.effect.value),
                             {"now": self.clock(), "deadline": deadline}, deadline)
         return decision
+
+    def _count(self, plan: Plan, call: ToolCall, current: ToolCall, subject: Subject,
+               entries: list[Entry], dry: bool, history_session: str | None,
+               deadline: float) -> tuple[StoreStep | None, list[Rule], float]:
+        """The store step that checks and counts the call's limits, their rules, and the time
+        they count at; no step when no limit applies (a limit whose counter cannot be built
+        adds its error entry instead).
+
+        Limits go last: budgets count only calls everything else allows, and all of a call's
+        counters are checked and counted in one atomic store round trip, together with the
+        session history when the policy keeps one.
+        """
+        counters = []
+        owners = []
+        for rule, counter in self._limit_counters(plan, call, subject, current):
+            if isinstance(counter, Entry):
+                entries.append(counter)
+                continue
+            counters.append(counter)
+            owners.append(rule)
+        if not counters:
+            return None, owners, 0.0
+        store = self.store
+        assert store is not None
+        now = self.clock()
+        commit = not dry and self._preliminary(entries).allows
+        if dry:  # read the counters, count nothing (not even an attempt)
+            counters = [replace(c, always=False) if c.always else c for c in counters]
+        record = None
+        if history_session is not None:
+            record = self._history_entry(history_session, call, current, subject.profile,
+                                         entries, owners)
+        return StoreStep(store.consume, store.aconsume, (counters,),
+                         {"now": now, "commit": commit, "deadline": deadline, "record": record},
+                         deadline), owners, now
+
+    def _counted(self, owners: list[Rule], states: Any, now: float,
+                 entries: list[Entry]) -> None:
+        """Adds the entries of the limits the store found exceeded (or its failure)."""
+        if isinstance(states, StoreFailure):
+            entries.append(self._store_error(states))
+            return
+        for rule, state in zip(owners, states, strict=True):
+            if state.exceeded:
+                entries.append(self._limit_entry(rule, state, now))
 
     def _limit_entry(self, rule: Rule, state: Any, now: float) -> Entry:
         """The entry of a limit the call exceeds, with a message saying when it frees up."""

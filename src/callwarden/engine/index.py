@@ -35,6 +35,8 @@ class Plan:
     fast: bool = False
     #: The tools whose history entries the rules read (None: any; see ``history_tools``).
     history_tools: frozenset[str] | None = None
+    #: Nothing to drive but limits: decided without a generator on a store that never waits.
+    counted: bool = False
 
     def validators_for(self, args: Mapping[str, Any]) -> Sequence[Rule]:
         """The validate rules that can match these arguments."""
@@ -147,4 +149,5 @@ class RuleIndex:
             not any(r.phase in (Phase.MUTATE, Phase.LIMIT) or r.external or r.needs_history
                     for r in ordered),
             union_of_tools(r.history_tools for r in ordered if r.needs_history),
+            not any(r.phase is Phase.MUTATE or r.external or r.needs_history for r in ordered),
         )

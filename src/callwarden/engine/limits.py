@@ -19,7 +19,7 @@ import json
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from callwarden._call import ToolCall
@@ -34,6 +34,7 @@ MAX_WINDOW = 10 * 365.25 * 86400.0
 
 PER_FIELDS = ("session", "agent", "principal", "tool", "framework", "args")
 _KEYS = ("calls", "attempts", "sum", "max", "window", "per")
+_COUNTERS_KEPT = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,9 @@ class LimitSpec:
     window: float | None
     per: tuple[str, ...]
     weight_path: tuple[str, ...] | None = None
+    # Counters of one weight are the same for the same rule and fields: kept, not rebuilt.
+    _counters: dict[tuple[Any, ...], Counter] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @classmethod
     def parse(cls, config: Any) -> LimitSpec:
@@ -98,9 +102,9 @@ class LimitSpec:
                                   hint="omit 'window' to count forever")
         per_raw = config.get("per", ())
         per = (per_raw,) if isinstance(per_raw, str) else tuple(per_raw)
-        for field in per:
-            if field not in PER_FIELDS:
-                raise ConfigError(f"cannot count per {field!r}", key="per",
+        for name in per:
+            if name not in PER_FIELDS:
+                raise ConfigError(f"cannot count per {name!r}", key="per",
                                   hint=f"use any of {', '.join(PER_FIELDS)} (or omit: global)")
         return cls(kind, float(limit), window, per, weight_path)
 
@@ -115,15 +119,21 @@ class LimitSpec:
             ValueError: when the weight argument is missing or not a number (the engine fails
                 closed: a spend budget never lets an unpriced call through).
         """
+        kept = None
+        if self.weight_path is None and "args" not in self.per:
+            kept = (rule_id, *(getattr(call, name) for name in self.per))
+            counter = self._counters.get(kept)
+            if counter is not None:
+                return counter
         parts = [_escape(rule_id)]
-        for field in self.per:
-            if field == "args":
+        for name in self.per:
+            if name == "args":
                 # The same arguments again: what a retry loop looks like.
                 canonical = json.dumps(call.args, sort_keys=True, default=repr)
                 parts.append("args=" + hashlib.sha256(canonical.encode()).hexdigest()[:20])
                 continue
-            field_value = getattr(call, field)
-            parts.append(field if field_value is None else f"{field}={_escape(field_value)}")
+            field_value = getattr(call, name)
+            parts.append(name if field_value is None else f"{name}={_escape(field_value)}")
         key = "|".join(parts)
         weight = 1.0
         if self.weight_path is not None:
@@ -141,7 +151,12 @@ class LimitSpec:
                 raise ValueError(f"args.{'.'.join(self.weight_path)} is not a number") from e
             if weight != weight or weight < 0:
                 raise ValueError(f"args.{'.'.join(self.weight_path)} must be zero or more")
-        return Counter(key, self.limit, self.window, weight, always=self.kind == "attempts")
+        counter = Counter(key, self.limit, self.window, weight, always=self.kind == "attempts")
+        if kept is not None:
+            if len(self._counters) >= _COUNTERS_KEPT:
+                self._counters.clear()
+            self._counters[kept] = counter
+        return counter
 
     def scope(self) -> str:
         """``per session and tool`` / ``in total``."""

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from callwarden.engine.engine import Engine
     from callwarden.engine.rules import Rule
 
-__all__ = ["PolicyStep", "StoreFailure", "StoreStep"]
+__all__ = ["PolicyStep", "StoreFailure", "StoreStep", "never_blocks"]
 
 _perf = time.perf_counter
 
@@ -55,6 +55,12 @@ class StoreFailure:
             type(self.error).__name__
 
 
+def never_blocks(store: Any) -> bool:
+    """Whether a store's class says its steps never wait (the memory store; not inherited,
+    so a subclass with I/O of its own is treated as any other)."""
+    return type(store).__dict__.get("never_blocks") is True
+
+
 class StoreStep:
     """A state-store operation with sync and async twins; failures are returned, not raised."""
 
@@ -83,7 +89,7 @@ class StoreStep:
         # A store class that says its steps never wait (the memory store; not inherited, so a
         # subclass with async I/O of its own is awaited as any other) runs inline: no task,
         # no timer.
-        if type(getattr(self.fn, "__self__", None)).__dict__.get("never_blocks") is True:
+        if never_blocks(getattr(self.fn, "__self__", None)):
             return self.run()
         remaining = self.deadline - _perf()
         if remaining <= 0:

@@ -114,33 +114,33 @@ class MemoryStore(StateStore):
             if deadline is not None and _perf() > deadline:
                 raise StoreUnavailable("the deadline passed before the store was reached")
             self._maybe_sweep(now)
-            found: list[_Series | None] = []
-            exceeded: list[bool] = []
-            for counter in counters:
-                series = self._series.get(counter.key)
-                if series is not None:
-                    series.prune(now)
-                    series.used = now
-                found.append(series)
-                used = series.total if series is not None else 0.0
-                exceeded.append(exceeds(used, counter.weight, counter.limit))
-            totals = [s.total if s is not None else 0.0 for s in found]
-            allowed = commit and not any(exceeded)
-            for i, counter in enumerate(counters):
+            found = [self._peek(counter, now) for counter in counters]
+            allowed = commit and not any(hit for _, _, hit in found)
+            states = []
+            for counter, (series, used, hit) in zip(counters, found, strict=True):
                 if counter.weight and (allowed or counter.always):
-                    window = counter.window
-                    series = found[i] or self._series.get(counter.key)
+                    if series is None:  # unused before this call (or by an earlier counter)
+                        series = self._series.get(counter.key)
                     if series is None:
-                        series = found[i] = self._series[counter.key] = _Series(window is not None)
+                        series = self._series[counter.key] = _Series(counter.window is not None)
                         series.used = now
-                    series.add(None if window is None else now + window, counter.weight)
+                    series.add(None if counter.window is None else now + counter.window,
+                               counter.weight)
+                states.append(_state(counter, series, used, hit))
             if record is not None:
-                self._record(record.session, record.tool, record.effect_for(exceeded), now)
-            return [
-                _state(counter, series, used, hit)
-                for counter, series, used, hit in zip(counters, found, totals, exceeded,
-                                                      strict=True)
-            ]
+                self._record(record.session, record.tool,
+                             record.effect_for([hit for _, _, hit in found]), now)
+            return states
+
+    def _peek(self, counter: Counter, now: float) -> tuple[_Series | None, float, bool]:
+        """A counter's series (None when unused), its usage before this call, and whether
+        this call would exceed it."""
+        series = self._series.get(counter.key)
+        if series is None:
+            return None, 0.0, exceeds(0.0, counter.weight, counter.limit)
+        series.prune(now)
+        series.used = now
+        return series, series.total, exceeds(series.total, counter.weight, counter.limit)
 
     async def aconsume(
         self, counters: Sequence[Counter], *, now: float, commit: bool,
