@@ -208,6 +208,39 @@ def test_resolve_physical_follows_a_dangling_link_to_its_target(tmp_path: Path) 
         tmp_path / "nowhere" / "authorized_keys")
 
 
+def test_a_path_pointed_elsewhere_after_a_decision_is_resolved_again(tmp_path: Path) -> None:
+    """Where an existing path led is kept, checked with one stat: a file swapped for a
+    symlink to a denied file (or a link retargeted) is decided by where it leads now."""
+    from callwarden import Effect, Guard
+
+    project, secret, other = tmp_path / "proj", tmp_path / "secret", tmp_path / "other"
+    for folder in (project, secret, other):
+        folder.mkdir()
+    (secret / "key").write_text("k")
+    (other / "doc").write_text("d")
+    note = project / "notes.txt"
+    note.write_text("n")
+    guard = Guard.from_dict({"version": 1, "rules": [
+        {"id": "no-secrets", "paths": {"deny": [f"{secret}/**"]}, "effect": "deny"}]},
+        base_dir=project)
+
+    def read() -> Effect:
+        return guard.check("read_file", {"path": str(note)}).effect
+
+    for _ in range(2):
+        assert read() is Effect.ALLOW
+    note.unlink()
+    note.symlink_to(secret / "key")
+    for _ in range(2):
+        assert read() is Effect.DENY
+    note.unlink()
+    note.symlink_to(other / "doc")
+    assert read() is Effect.ALLOW
+    (other / "doc").unlink()
+    (other / "doc").symlink_to(secret / "key")  # the link's target now leads to the secret
+    assert read() is Effect.DENY
+
+
 def test_resolve_physical_gives_up_on_a_link_loop(tmp_path: Path) -> None:
     (tmp_path / "a").symlink_to("/b")
     (tmp_path / "b").symlink_to("/a")

@@ -360,11 +360,32 @@ def resolve_physical(path: str, fs_root: str | None = None) -> str | None:
     ``/`` (a container's root filesystem, a test fixture); absolute link targets stay inside it.
     """
     if fs_root is None and _FAST_RESOLVE:
-        return _resolve_kernel(path)
+        known = _RESOLVED.get(path)
+        if known is not None:
+            try:
+                info = os.stat(path)
+            except OSError:
+                info = None
+            if info is not None and (info.st_dev, info.st_ino) == known[1]:
+                return known[0]
+        real, identity = _resolve_kernel(path)
+        if real is not None and identity is not None:
+            if len(_RESOLVED) >= _RESOLVED_KEPT:
+                _RESOLVED.clear()
+            _RESOLVED[path] = (real, identity)
+        return real
     return _resolve_walk(path, (fs_root or "").rstrip("/"))
 
 
-def _resolve_kernel(path: str) -> str | None:
+# Where an existing path led, and the (device, inode) it led to, read from the same open file
+# as the resolution (so no swap in between can pair them wrongly). A later call whose path
+# still leads to that file (one stat) reuses the answer: a symlink pointed elsewhere since
+# leads to another file and is resolved again. Paths to missing files are not kept.
+_RESOLVED: dict[str, tuple[str, tuple[int, int]]] = {}
+_RESOLVED_KEPT = 4096
+
+
+def _resolve_kernel(path: str) -> tuple[str | None, tuple[int, int] | None]:
     # One open(O_PATH) lets the kernel do the whole walk (symlinks and '..' physically), and
     # /proc/self/fd tells where it ended: three syscalls however deep the path is.
     suffix = ""
@@ -384,22 +405,23 @@ def _resolve_kernel(path: str) -> str | None:
                 continue
             head, _, tail = current.rpartition("/")
             if not tail and not head:
-                return None
+                return None, None
             suffix = "/" + tail + suffix
             current = head or "/"
             continue
         except OSError:
-            return None
+            return None, None
         try:
             real = os.readlink(f"/proc/self/fd/{fd}")
+            info = os.fstat(fd) if not suffix else None
         except OSError:
-            return None
+            return None, None
         finally:
             os.close(fd)
-        if not suffix:
-            return real
-        return collapse_plain(real.rstrip("/") + suffix)
-    return None
+        if info is not None:
+            return real, (info.st_dev, info.st_ino)
+        return collapse_plain(real.rstrip("/") + suffix), None
+    return None, None
 
 
 def _resolve_walk(path: str, fs_root: str) -> str | None:

@@ -129,7 +129,9 @@ class PathMatcher:
         self._canon = PathCanonicalizer(root=root, home=home,
                                         passwd=config_bool(config, "passwd", False))
         args = config_str_list(config, "args", example="'~/.ssh/**'")
-        self._args: tuple[str, ...] = tuple(args) if args is not None else _EXTRA_PATH_ARGS
+        # Extra path arguments by their order: a call's few arguments are looked up in it.
+        self._args: dict[str, int] = {name: i for i, name in enumerate(
+            tuple(args) if args is not None else _EXTRA_PATH_ARGS)}
         self._deny = self._globset(deny or [], "deny", any_home=False)
         self._sensitive = (self._globset(load_sensitive_globs(), "sensitive", any_home=True)
                            if sensitive else None)
@@ -219,41 +221,32 @@ class PathMatcher:
         """Checks the tool's path argument(s) and the usual extra path arguments."""
         args = subject.call.args
         profile = subject.profile
-        write = _is_write(profile)
-        value = subject.role("path")
+        memo = subject.memo
+        value, write, search = _request(subject)
         if value is not None:
-            hit = self._check_value(value, write, subject.memo, strict=True)
+            hit = self._check_value(value, write, memo, strict=True)
             if hit is not None:
                 return hit
-        if profile.kind == "file.read":
-            hit = self._check_search(args, profile, value, subject.memo)
+        if search is not None:
+            hit = self.check_path(search[1], memo=memo) if search[0] == "path" \
+                else self.check_tree(search[1], memo=memo)
             if hit is not None:
                 return hit
         if profile.kind in _NON_FILE_KINDS:
             return None
         if value is None and write:
-            hit = self._check_patch(args, subject.memo)
+            hit = self._check_patch(args, memo)
             if hit is not None:
                 return hit
-        for name in self._args:
+        names = [name for name in args if name in self._args]
+        if len(names) > 1:
+            names.sort(key=self._args.__getitem__)
+        for name in names:
             extra = args.get(name)
             if extra is not None and extra is not value:
-                hit = self._check_value(extra, write, subject.memo, strict=False)
+                hit = self._check_value(extra, write, memo, strict=False)
                 if hit is not None:
                     return hit
-        return None
-
-    def _check_search(self, args: Mapping[str, Any], profile: ToolProfile, value: Any,
-                      memo: dict[str, Any]) -> Hit | None:
-        """A search tool reads every file under its path that its file glob selects."""
-        base = value if isinstance(value, str) and value else "."
-        glob = profile.get(args, "glob")
-        if isinstance(glob, str) and glob:
-            # ripgrep-style globs without a "/" match at any depth below the search path.
-            rel = glob if "/" in glob.lstrip("/") else "**/" + glob.lstrip("/")
-            return self.check_path(base.rstrip("/") + "/" + rel, memo=memo)
-        if any(isinstance(args.get(k), str) for k in _SEARCH_ARGS):
-            return self.check_tree(base, memo=memo)
         return None
 
     def check_tree(self, raw: Any, *, memo: dict[str, Any] | None = None) -> Hit | None:
@@ -495,6 +488,32 @@ def _names_files(glob: str) -> bool:
 
 def _under(probe: str, roots: tuple[str, ...]) -> bool:
     return any(probe.startswith(root) for root in roots)
+
+
+_REQUEST = "callwarden.paths.request"
+
+
+def _request(subject: Subject) -> tuple[Any, bool, tuple[str, str] | None]:
+    """What every path condition reads of a call, worked out once per call: the path
+    argument, whether the tool writes, and what a search tool reads besides its path:
+    ``("path", glob)`` for a file glob, ``("tree", base)`` for a content search below it.
+    ripgrep-style globs without a "/" match at any depth below the search path."""
+    found = subject.memo.get(_REQUEST)
+    if found is None:
+        profile = subject.profile
+        args = subject.call.args
+        value = subject.role("path")
+        search = None
+        if profile.kind == "file.read":
+            base = value if isinstance(value, str) and value else "."
+            glob = profile.get(args, "glob")
+            if isinstance(glob, str) and glob:
+                rel = glob if "/" in glob.lstrip("/") else "**/" + glob.lstrip("/")
+                search = ("path", base.rstrip("/") + "/" + rel)
+            elif any(isinstance(args.get(k), str) for k in _SEARCH_ARGS):
+                search = ("tree", base)
+        found = subject.memo[_REQUEST] = (value, _is_write(profile), search)
+    return found
 
 
 def _is_write(profile: ToolProfile) -> bool:
