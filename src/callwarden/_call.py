@@ -334,12 +334,16 @@ def thaw(value: Any) -> Any:
     very object the policies inspected.
     """
     if isinstance(value, dict):
-        return {k: thaw(v) for k, v in value.items()}
+        return {k: v if type(v) in _PLAIN else thaw(v) for k, v in value.items()}
     if isinstance(value, tuple):
-        return [thaw(v) for v in value]
+        return [v if type(v) in _PLAIN else thaw(v) for v in value]
     if type(value) is Opaque:
         return value.unwrap()
     return value
+
+
+# Values ``thaw`` hands over as they are (immutable): no call per argument for them.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def parse_args(args: Any) -> Any:
