@@ -277,3 +277,34 @@ def test_help_and_usage_errors_still_reach_the_full_command_line(tmp_path: Path)
     none = subprocess.run([str(CLI), "hook", "claude-code"], input=payload("ls", {}),
                           capture_output=True, text=True, env=env, timeout=60, check=False)
     assert none.returncode == 2 and "no policy" in none.stderr
+
+
+def test_limits_and_the_audit_log_span_the_hook_process_and_the_worker(tmp_path: Path) -> None:
+    """A fresh guard per call: the policy's SQLite limits count every call, whichever process
+    decided it, and every decision reaches the audit log."""
+    (tmp_path / "probe.py").write_text(PROBE)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"""\
+version: 1
+state: sqlite:///{tmp_path / 'state.db'}
+audit: {{sinks: [{{jsonl: {tmp_path / 'audit.jsonl'}}}]}}
+rules:
+  - {{id: three-reads, match: {{tool: read_notes}}, limit: {{calls: 3, per: session}}}}
+  - {{id: probe, use: 'probe.py:record'}}
+""")
+    hooks = Hooks(tmp_path, policy)
+    try:
+        call = CALLS[0][1]
+        assert hooks.run(call).stdout.strip() == ""  # 1: decided by the hook process
+        worker = hooks.wait_for_worker()
+        assert hooks.run(call).stdout.strip() == ""  # 2 and 3: by the worker
+        assert hooks.run(call).stdout.strip() == ""
+        fourth = json.loads(hooks.run(call).stdout)["hookSpecificOutput"]
+        assert fourth["permissionDecision"] == "deny"
+        assert hooks.deciders()[1:] == [worker] * 3
+        events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+        decisions = [(e["effect"], e["rule"]) for e in events if e["type"] == "decision"]
+        assert decisions == [("allow", "default")] * 3 + [("deny", "three-reads")]
+    finally:
+        for pid in _workers(hooks):
+            os.kill(pid, signal.SIGTERM)
