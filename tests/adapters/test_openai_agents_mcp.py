@@ -19,7 +19,7 @@ from agents.mcp import MCPServerStdio
 from callwarden.adapters.openai_agents import ToolGate
 from callwarden.approvals import Status
 
-SERVER = Path(__file__).parent / "_openai_agents_mcp_server.py"
+SERVER = Path(__file__).parents[1] / "fixtures" / "mcp_files_server.py"
 TIMEOUT = 30  # starting the server subprocess is the slow part; a hang still fails
 
 

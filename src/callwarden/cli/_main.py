@@ -89,6 +89,23 @@ def _parser() -> argparse.ArgumentParser:
     hook.add_argument("--policy", "-p", default=None,
                       help="policy file (default: $CALLWARDEN_POLICY)")
 
+    mcp = sub.add_parser("mcp", help="be an MCP server in front of another one: every tool "
+                                     "call is decided by the policy (stdio)",
+                         usage="callwarden mcp --policy FILE [--name SERVER] -- COMMAND [ARG...]")
+    mcp.add_argument("--policy", "-p", required=True, type=Path, help="policy file")
+    mcp.add_argument("--name", default=None,
+                     help="the server's name in policy tool names (mcp__NAME__TOOL); default: "
+                          "the name the server gives itself")
+    mcp.add_argument("--show-refused", action="store_true",
+                     help="list tools the policy refuses whatever their arguments (hidden by "
+                          "default)")
+    mcp.add_argument("--call-timeout", type=float, default=120.0, metavar="SECONDS",
+                     help="how long a tool call may take upstream (default 120)")
+    mcp.add_argument("--session", default=None,
+                     help="the session the calls belong to (default: one per gateway process)")
+    mcp.add_argument("upstream", nargs=argparse.REMAINDER,
+                     help="-- then the MCP server's command and arguments")
+
     from callwarden.cli.approvals import add_approvals_parser
 
     add_approvals_parser(sub)
@@ -104,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = getattr(args, "handler", None) or {
         "check": _check, "decide": _decide, "lint": _lint, "test": _test, "demo": _demo,
-        "approvals": _approvals, "init": _init, "hook": _hook,
+        "approvals": _approvals, "init": _init, "hook": _hook, "mcp": _mcp,
     }[args.command]
     out = _PipeSafe(sys.stdout)
     try:
@@ -299,6 +316,32 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
     if errors:
         return EXIT_USAGE
     return EXIT_TESTS_FAILED if failed else EXIT_OK
+
+
+def _mcp(args: argparse.Namespace, out: TextIO) -> int:
+    import asyncio
+
+    from callwarden._guard import Guard
+    from callwarden.gateway import Gateway
+
+    command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
+    if not command:
+        print("callwarden mcp: give the MCP server to run after --, e.g. callwarden mcp "
+              "--policy policy.yaml -- npx -y @modelcontextprotocol/server-filesystem .",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if args.call_timeout <= 0:
+        print("callwarden mcp: --call-timeout must be more than 0 seconds", file=sys.stderr)
+        return EXIT_USAGE
+    guard = Guard.from_file(args.policy)  # a broken policy: exit 2 with every problem
+    gateway = Gateway(guard, server=args.name, hide_refused=not args.show_refused,
+                      call_timeout=args.call_timeout, session=args.session)
+    try:
+        return asyncio.run(gateway.serve_stdio(command))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        guard.close()
 
 
 def _hook(args: argparse.Namespace, out: TextIO) -> int:

@@ -1,0 +1,12 @@
+"""``callwarden mcp``: a policy gateway in front of an MCP server, for any MCP client.
+
+The gateway speaks MCP to the client and to the upstream server and forwards every message,
+except that it decides each ``tools/call`` with the policy before it reaches the server and
+screens each result before it reaches the client; ``tools/list`` hides the tools the policy
+refuses whatever their arguments. Tools reach the policy as ``mcp__SERVER__TOOL`` (the names
+tool profiles already know).
+"""
+
+from callwarden.gateway._proxy import Gateway, policy_tool_name
+
+__all__ = ["Gateway", "policy_tool_name"]

@@ -1,0 +1,407 @@
+"""The gateway's message loop: MCP over stdio (JSON-RPC, one message per line) both ways.
+
+What each effect becomes (``tools/call``):
+
+* allow / modify — the call is forwarded (with the rewritten arguments for modify); its result
+  is screened by the policy's output rules (text and structured content alike) on the way back;
+* deny — a tool result with ``isError: true`` and the decision's message, which the model
+  reads and adapts to; the server never sees the call;
+* ask — a tool result with ``isError: true`` naming the approval request; once someone runs
+  ``callwarden approvals approve ID``, the same call goes through once;
+* halt — a JSON-RPC error for the call, and the session ends (the server is stopped).
+
+Fails closed: a call that cannot be decided is refused; a result that cannot be screened is
+withheld; when the server exits or does not answer a call within its timeout, every call it
+had not answered gets an error, and the gateway never leaves the client waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from callwarden._call import new_id, thaw
+from callwarden._decision import Decision, Effect, OutcomeStatus
+from callwarden._enforce import Enforcer
+from callwarden._guard import Guard
+from callwarden._messages import (
+    approval_pending,
+    describe_refusal,
+    halted,
+    output_unscreened,
+    undecided,
+)
+from callwarden.exceptions import ApprovalPending
+
+__all__ = ["Gateway", "policy_tool_name"]
+
+_perf = time.perf_counter
+MAX_MESSAGE = 16 * 1024 * 1024  # one JSON-RPC message (a line) at most
+# JSON-RPC error codes.
+_PARSE_ERROR = -32700
+_INVALID_REQUEST = -32600
+_INTERNAL_ERROR = -32603
+_HALTED = -32001  # the policy halted the session
+_UPSTREAM_GONE = -32002  # the server exited or did not answer in time
+_STOP_GRACE = 2.0  # seconds the server gets to exit after its stdin closes
+_DRAIN = 10.0  # seconds the server gets to answer what a departed client asked
+
+
+def policy_tool_name(server: str, tool: str) -> str:
+    """The name a policy sees for ``tool`` of ``server``: ``mcp__SERVER__TOOL``."""
+    return f"mcp__{server}__{tool}"
+
+
+def _server_slug(name: Any) -> str:
+    text = re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
+    return text or "upstream"
+
+
+def _error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
+
+
+def _tool_error(msg_id: Any, text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": msg_id,
+            "result": {"content": [{"type": "text", "text": text}], "isError": True}}
+
+
+class _Forwarded:
+    """A client request the server has not answered yet."""
+
+    __slots__ = ("decision", "method", "msg_id", "started", "timer", "tool")
+
+    def __init__(self, method: str, msg_id: Any, decision: Decision | None = None,
+                 tool: str | None = None) -> None:
+        self.method = method
+        self.msg_id = msg_id
+        self.decision = decision
+        self.tool = tool
+        self.started = _perf()
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class Gateway:
+    """Decides an MCP server's tool calls with a policy, between any client and that server.
+
+    Args:
+        guard: The :class:`~callwarden.Guard` deciding the calls.
+        server: The server's name in policy tool names (``mcp__SERVER__TOOL``); default: the
+            name the server gives in its ``initialize`` answer.
+        hide_refused: Leave out of ``tools/list`` the tools the policy refuses whatever
+            their arguments.
+        call_timeout: Seconds a forwarded ``tools/call`` may take before the client gets an
+            error (and the server a cancellation).
+        session: The session every call belongs to (limits per session, history); default:
+            one new id per gateway process.
+    """
+
+    def __init__(self, guard: Guard, *, server: str | None = None, hide_refused: bool = True,
+                 call_timeout: float = 120.0, session: str | None = None) -> None:
+        self._enforcer = Enforcer(guard, framework="mcp", session=session or f"mcp-{new_id()}")
+        self._server = _server_slug(server) if server else None
+        self._hide = hide_refused
+        self._timeout = call_timeout
+        self._pending: dict[str, _Forwarded] = {}
+        self._to_client: Callable[[dict[str, Any]], None] = lambda _: None
+        self._to_server: Callable[[dict[str, Any]], None] = lambda _: None
+        self._ended = asyncio.Event()
+        self._halted: Decision | None = None
+
+    @property
+    def enforcer(self) -> Enforcer:
+        """The :class:`~callwarden._enforce.Enforcer` deciding the calls."""
+        return self._enforcer
+
+    @property
+    def server(self) -> str:
+        """The server's name in policy tool names."""
+        return self._server or "upstream"
+
+    # -- running --------------------------------------------------------------------------
+
+    async def serve_stdio(self, command: list[str]) -> int:
+        """Serves MCP on this process's stdin / stdout, forwarding to ``command`` (started
+        here, speaking MCP over its stdin / stdout); returns the exit status."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=MAX_MESSAGE)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        out = sys.stdout.buffer
+
+        def write(message: dict[str, Any]) -> None:
+            out.write(_encode(message))
+            out.flush()
+
+        return await self.serve(reader, write, command)
+
+    async def serve(self, client: asyncio.StreamReader,
+                    write: Callable[[dict[str, Any]], None], command: list[str]) -> int:
+        """Runs the gateway between a client (``client`` lines in, ``write`` messages out) and
+        the server ``command``; returns when either side ends or the policy halts."""
+        self._to_client = write
+        try:
+            server = await asyncio.create_subprocess_exec(
+                *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                limit=MAX_MESSAGE)
+        except OSError as e:
+            print(f"callwarden mcp: cannot start the MCP server {command[0]!r}: {e}",
+                  file=sys.stderr)
+            return 1
+        stdin = server.stdin
+        assert stdin is not None and server.stdout is not None
+
+        def send(message: dict[str, Any]) -> None:
+            if not stdin.is_closing():
+                stdin.write(_encode(message))
+
+        self._to_server = send
+        tasks = [asyncio.ensure_future(self._from_client(client)),
+                 asyncio.ensure_future(self._from_server(server.stdout)),
+                 asyncio.ensure_future(self._ended.wait())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if tasks[0].done() and not tasks[1].done() and self._halted is None:
+                # The client closed its side: the answers it is owed still reach it.
+                tasks.append(asyncio.ensure_future(self._drained()))
+                await asyncio.wait(tasks[1:], timeout=min(self._timeout, _DRAIN),
+                                   return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            self._fail_pending("the MCP server behind callwarden is gone; the call's outcome "
+                               "is unknown")
+            await _stop(server)
+        return 0 if self._halted is None else 3
+
+    async def _drained(self) -> None:
+        while self._pending:
+            await asyncio.sleep(0.01)
+
+    # -- client to server -----------------------------------------------------------------
+
+    async def _from_client(self, reader: asyncio.StreamReader) -> None:
+        while True:
+            line = await _read_line(reader)
+            if line is None:
+                return
+            if isinstance(line, Exception):
+                self._to_client(_error(None, _PARSE_ERROR, f"callwarden: {line}"))
+                continue
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError as e:
+                self._to_client(_error(None, _PARSE_ERROR, f"callwarden: not JSON ({e})"))
+                continue
+            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+                msg_id = message.get("id") if isinstance(message, dict) else None
+                self._to_client(_error(msg_id, _INVALID_REQUEST,
+                                       "callwarden: not a JSON-RPC 2.0 message object"))
+                continue
+            method = message.get("method")
+            if method == "tools/call" and "id" in message:
+                await self._call(message)
+                if self._halted is not None:
+                    return
+                continue
+            if isinstance(method, str) and "id" in message:
+                self._track(_Forwarded(method, message["id"]))
+            self._to_server(message)
+
+    async def _call(self, message: dict[str, Any]) -> None:
+        """Decides a ``tools/call``; forwards it when allowed, answers it otherwise."""
+        msg_id = message["id"]
+        params = message.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        if not isinstance(name, str) or not name:
+            self._to_client(_error(msg_id, _INVALID_REQUEST,
+                                   "callwarden: tools/call needs params.name (a tool name)"))
+            return
+        arguments = params.get("arguments")  # type: ignore[union-attr]
+        arguments = {} if arguments is None else arguments
+        tool = policy_tool_name(self.server, name)
+        try:
+            decision = await self._enforcer.adecide(tool, arguments, call_id=str(msg_id))
+        except ApprovalPending as pending:
+            self._to_client(_tool_error(msg_id, approval_pending(pending.decision,
+                                                                 pending.request_id)))
+            return
+        except Exception as e:  # fail closed: the server never sees the call
+            self._to_client(_tool_error(msg_id, undecided(tool, e)))
+            return
+        if decision.effect is Effect.HALT:
+            self._to_client(self._halt(msg_id, decision))
+            return
+        if not decision.effect.allows:
+            self._to_client(_tool_error(msg_id, describe_refusal(decision)))
+            return
+        forwarded = {**message, "params": {**params, "arguments": thaw(decision.args)}}  # type: ignore[dict-item]
+        self._track(_Forwarded("tools/call", msg_id, decision, name))
+        self._to_server(forwarded)
+
+    def _track(self, forwarded: _Forwarded) -> None:
+        key = _key(forwarded.msg_id)
+        self._pending[key] = forwarded
+        if forwarded.method == "tools/call":
+            forwarded.timer = asyncio.get_running_loop().call_later(
+                self._timeout, self._expire, key)
+
+    def _expire(self, key: str) -> None:
+        forwarded = self._pending.pop(key, None)
+        if forwarded is None:
+            return
+        self._to_server({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": forwarded.msg_id,
+                                    "reason": "callwarden: the call timed out"}})
+        self._answer_gone(forwarded, f"the MCP server did not answer within "
+                                     f"{self._timeout:g} s; the call's outcome is unknown")
+
+    def _halt(self, msg_id: Any, decision: Decision) -> dict[str, Any]:
+        """Ends the session; returns the error that answers the call."""
+        self._halted = decision
+        self._ended.set()
+        return _error(msg_id, _HALTED, halted(decision))
+
+    # -- server to client -----------------------------------------------------------------
+
+    async def _from_server(self, reader: asyncio.StreamReader) -> None:
+        while True:
+            line = await _read_line(reader)
+            if line is None:
+                return
+            if isinstance(line, Exception) or not line.strip():
+                continue  # a call it was meant to answer times out: the client hears of it
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            if "method" not in message and "id" in message:
+                forwarded = self._pending.pop(_key(message["id"]), None)
+                if forwarded is not None:
+                    if forwarded.timer is not None:
+                        forwarded.timer.cancel()
+                    message = self._answered(forwarded, message)
+            self._to_client(message)
+            if self._halted is not None:
+                return
+
+    def _answered(self, forwarded: _Forwarded, message: dict[str, Any]) -> dict[str, Any]:
+        """The server's answer as the client gets it."""
+        if forwarded.method == "initialize" and self._server is None:
+            result = message.get("result")
+            info = result.get("serverInfo") if isinstance(result, dict) else None
+            if isinstance(info, dict) and info.get("name"):
+                self._server = _server_slug(info["name"])
+        elif forwarded.method == "tools/list" and self._hide:
+            return self._listed(message)
+        elif forwarded.method == "tools/call" and forwarded.decision is not None:
+            return self._screened(forwarded, forwarded.decision, message)
+        return message
+
+    def _listed(self, message: dict[str, Any]) -> dict[str, Any]:
+        result = message.get("result")
+        tools = result.get("tools") if isinstance(result, dict) else None
+        if not isinstance(tools, list):
+            return message
+        engine = self._enforcer.guard.engine
+        kept = [t for t in tools if not (isinstance(t, dict) and isinstance(t.get("name"), str)
+                                         and engine.refuses_every_call(
+                                             policy_tool_name(self.server, t["name"])))]
+        return {**message, "result": {**result, "tools": kept}}  # type: ignore[dict-item]
+
+    def _screened(self, forwarded: _Forwarded, decision: Decision,
+                  message: dict[str, Any]) -> dict[str, Any]:
+        """A call's result after the output rules; the outcome recorded."""
+        msg_id = message["id"]
+        result = message.get("result")
+        enforcer = self._enforcer
+        if not isinstance(result, dict):  # a JSON-RPC error: the tool did not run properly
+            enforcer.record_outcome(decision, OutcomeStatus.ERROR, forwarded.started)
+            return message
+        payload = {k: result[k] for k in ("content", "structuredContent") if k in result}
+        try:
+            screened = enforcer.screen(decision, payload)
+        except Exception as e:  # fail closed: withhold what could not be checked
+            enforcer.record_outcome(decision, OutcomeStatus.ERROR, forwarded.started, e)
+            return _tool_error(msg_id, output_unscreened(forwarded.tool or "?", e))
+        status = screened.status
+        enforcer.record_outcome(
+            decision, OutcomeStatus.ERROR if result.get("isError") and
+            status is OutcomeStatus.OK else status, forwarded.started, by=screened)
+        if screened.halt:
+            return self._halt(msg_id, decision._replace(effect=Effect.HALT,
+                                                        message=str(screened.shown)))
+        if status is OutcomeStatus.OK:
+            return message
+        if status is OutcomeStatus.OUTPUT_MODIFIED and isinstance(screened.shown, Mapping):
+            return {**message, "result": {**result, **thaw(screened.shown)}}
+        return _tool_error(msg_id, str(screened.shown))
+
+    # -- the end --------------------------------------------------------------------------
+
+    def _fail_pending(self, why: str) -> None:
+        for key in list(self._pending):
+            forwarded = self._pending.pop(key)
+            if forwarded.timer is not None:
+                forwarded.timer.cancel()
+            self._answer_gone(forwarded, why)
+
+    def _answer_gone(self, forwarded: _Forwarded, why: str) -> None:
+        if forwarded.decision is not None:
+            self._enforcer.record_outcome(forwarded.decision, OutcomeStatus.ERROR,
+                                          forwarded.started, TimeoutError(why))
+        with contextlib.suppress(Exception):
+            self._to_client(_error(forwarded.msg_id, _UPSTREAM_GONE, f"callwarden: {why}"))
+
+
+def _key(msg_id: Any) -> str:
+    return json.dumps(msg_id, sort_keys=True)
+
+
+def _encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes | Exception | None:
+    """The next line; None at the end; an exception for a line over the size limit (the
+    rest of it is skipped)."""
+    try:
+        line = await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as e:
+        return e.partial or None
+    except asyncio.LimitOverrunError as e:
+        await reader.readexactly(e.consumed)
+        while True:  # drop the rest of the oversized line
+            try:
+                await reader.readuntil(b"\n")
+                break
+            except asyncio.LimitOverrunError as more:
+                await reader.readexactly(more.consumed)
+            except asyncio.IncompleteReadError:
+                break
+        return ValueError(f"a message longer than {MAX_MESSAGE} bytes was dropped")
+    return line
+
+
+async def _stop(server: asyncio.subprocess.Process) -> None:
+    """Closes the server's stdin, then stops it if it does not exit by itself."""
+    if server.returncode is not None:
+        return
+    with contextlib.suppress(Exception):
+        assert server.stdin is not None
+        server.stdin.close()
+    try:
+        await asyncio.wait_for(server.wait(), _STOP_GRACE)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            server.kill()
+        await server.wait()

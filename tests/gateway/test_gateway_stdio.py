@@ -1,0 +1,246 @@
+"""``callwarden mcp`` over stdio on both hops: the real MCP Python SDK's client, the gateway as
+a process, a real MCP server behind it whose tools log every execution (the log proves what
+ran)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from callwarden import Guard
+from callwarden.approvals import Status
+
+UPSTREAM = Path(__file__).parents[1] / "fixtures" / "mcp_files_server.py"
+CLI = Path(sys.executable).with_name("callwarden")
+TIMEOUT = 60  # starting two processes is the slow part; a hang still fails
+
+POLICY = """\
+version: 1
+default: allow
+state: sqlite:///{state}
+audit: {{sinks: [{{jsonl: {audit}}}]}}
+rules:
+  - id: no-delete
+    match: {{tool: mcp__files__delete_file}}
+    effect: deny
+    message: Deleting files is not allowed here; move them to trash/ instead.
+  - id: cap-search
+    match: {{tool: mcp__files__search}}
+    cap: {{limit: 5}}
+    effect: modify
+  - id: deploy-asks
+    match: {{tool: mcp__files__deploy}}
+    effect: ask
+    message: Deploys need a person's go-ahead.
+  - id: stop-wipe
+    match: {{tool: mcp__files__wipe}}
+    effect: halt
+    message: Wiping disks is never allowed; the session is over.
+  - id: redact-secrets
+    on: output
+    match: {{tool: "mcp__files__*"}}
+    secrets: true
+    effect: modify
+"""
+
+
+def ran(log: Path) -> list[tuple[str, dict[str, Any]]]:
+    if not log.exists():
+        return []
+    return [(row["tool"], row["args"]) for row in map(json.loads, log.read_text().splitlines())]
+
+
+def text(result: Any) -> str:
+    return "".join(getattr(item, "text", "") for item in result.content)
+
+
+class Setup:
+    def __init__(self, root: Path, policy: str = POLICY, *extra: str) -> None:
+        self.root = root
+        self.log = root / "ran.jsonl"
+        self.audit = root / "audit.jsonl"
+        self.policy = root / "policy.yaml"
+        self.policy.write_text(policy.format(state=root / "state.db", audit=self.audit))
+        self.extra = list(extra)
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+    def params(self, *command: str) -> StdioServerParameters:
+        upstream = list(command) or [sys.executable, str(UPSTREAM), str(self.log)]
+        return StdioServerParameters(
+            command=str(CLI), args=["mcp", "--policy", str(self.policy), *self.extra, "--",
+                                    *upstream], env=self.env)
+
+    @asynccontextmanager
+    async def session(self, *command: str) -> AsyncIterator[ClientSession]:
+        async with stdio_client(self.params(*command)) as (read, write), \
+                ClientSession(read, write, read_timeout_seconds=TIMEOUT) as session:
+            await asyncio.wait_for(session.initialize(), TIMEOUT)
+            yield session
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.audit.read_text().splitlines()]
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    return Setup(tmp_path)
+
+
+async def test_allowed_denied_and_rewritten_calls(setup: Setup) -> None:
+    async with setup.session() as session:
+        read = await session.call_tool("read_file", {"path": "notes.txt"})
+        denied = await session.call_tool("delete_file", {"path": "notes.txt"})
+        capped = await session.call_tool("search", {"query": "invoices", "limit": 50})
+    assert not read.is_error and text(read) == "contents of notes.txt"
+    assert denied.is_error
+    assert text(denied) == "Deleting files is not allowed here; move them to trash/ instead."
+    assert text(capped) == "5 results for invoices"
+    # The denied call never reached the server; the rewrite did, with the new arguments.
+    assert ran(setup.log) == [("read_file", {"path": "notes.txt"}),
+                              ("search", {"query": "invoices", "limit": 5})]
+    decisions = [(e["tool"], e["effect"], e["rule"]) for e in setup.events()
+                 if e["type"] == "decision"]
+    assert decisions == [("mcp__files__read_file", "allow", "default"),
+                         ("mcp__files__delete_file", "deny", "no-delete"),
+                         ("mcp__files__search", "modify", "cap-search")]
+    outcomes = [(e["tool"], e["status"]) for e in setup.events() if e["type"] == "outcome"]
+    assert outcomes == [("mcp__files__read_file", "ok"), ("mcp__files__search", "ok")]
+
+
+async def test_secrets_are_redacted_in_text_and_structured_results(setup: Setup) -> None:
+    async with setup.session() as session:
+        dumped = await session.call_tool("env_dump", {})
+        config = await session.call_tool("config", {"name": "api"})
+    assert "ghp_A1b2" not in text(dumped) and "HOME=/home/dev" in text(dumped)
+    assert "REDACTED" in text(dumped)
+    assert config.structured_content is not None
+    assert config.structured_content["service"] == "api"
+    assert "ghp_A1b2" not in json.dumps(config.structured_content)
+    assert "ghp_A1b2" not in text(config)
+    outcomes = {e["tool"]: e["status"] for e in setup.events() if e["type"] == "outcome"}
+    assert outcomes["mcp__files__env_dump"] == "output_modified"
+    assert outcomes["mcp__files__config"] == "output_modified"
+
+
+async def test_halt_ends_the_session_and_the_tool_never_runs(setup: Setup) -> None:
+    async with setup.session() as session:
+        with pytest.raises(MCPError) as stopped:
+            await session.call_tool("wipe", {"disk": "sda"})
+        assert "Wiping disks is never allowed" in str(stopped.value)
+        with pytest.raises(Exception):  # noqa: B017 - the session is over: any error
+            await asyncio.wait_for(session.call_tool("read_file", {"path": "a"}), TIMEOUT)
+    assert ran(setup.log) == []
+
+
+async def test_an_ask_runs_once_after_approval(setup: Setup) -> None:
+    """Without elicitation: a tool error names the request; after ``callwarden approvals
+    approve ID`` the same call in the same session runs once."""
+    async with setup.session() as session:
+        first = await session.call_tool("deploy", {"env": "prod"})
+        assert first.is_error and "approval" in text(first).lower()
+        assert ran(setup.log) == []
+        guard = Guard.from_file(setup.policy)
+        try:
+            pending = guard.approvals.list("pending")
+        finally:
+            guard.close()
+        assert len(pending) == 1 and pending[0].status is Status.PENDING
+        assert pending[0].id in text(first)  # the model is told which request awaits
+        approve = await asyncio.to_thread(
+            subprocess.run, [str(CLI), "approvals", "approve", pending[0].id, "--policy",
+                             str(setup.policy), "--by", "alice"],
+            capture_output=True, text=True, timeout=TIMEOUT, env=setup.env, check=False)
+        assert approve.returncode == 0, approve.stderr
+        approved = await session.call_tool("deploy", {"env": "prod"})
+        again = await session.call_tool("deploy", {"env": "prod"})
+    assert not approved.is_error and text(approved) == "deployed to prod"
+    assert again.is_error  # the approval was for one call
+    assert ran(setup.log) == [("deploy", {"env": "prod"})]
+
+
+async def test_tools_the_policy_always_refuses_are_not_listed(setup: Setup) -> None:
+    async with setup.session() as session:
+        listed = {tool.name for tool in (await session.list_tools()).tools}
+    assert "delete_file" not in listed and "wipe" not in listed
+    assert {"read_file", "search", "deploy", "config"} <= listed
+
+
+async def test_show_refused_lists_every_tool(tmp_path: Path) -> None:
+    setup = Setup(tmp_path, POLICY, "--show-refused")
+    async with setup.session() as session:
+        listed = {tool.name for tool in (await session.list_tools()).tools}
+    assert {"delete_file", "wipe"} <= listed
+
+
+async def test_a_server_crash_fails_the_call_and_ends_the_session(setup: Setup) -> None:
+    async with setup.session() as session:
+        with pytest.raises(MCPError) as gone:
+            await asyncio.wait_for(session.call_tool("crash", {}), TIMEOUT)
+    assert "gone" in str(gone.value)
+    outcomes = [(e["tool"], e["status"]) for e in setup.events() if e["type"] == "outcome"]
+    assert outcomes == [("mcp__files__crash", "error")]
+
+
+async def test_a_call_the_server_does_not_answer_in_time_fails(tmp_path: Path) -> None:
+    setup = Setup(tmp_path, POLICY, "--call-timeout", "1")
+    async with setup.session() as session:
+        with pytest.raises(MCPError) as late:
+            await asyncio.wait_for(session.call_tool("hang", {"seconds": 30}), TIMEOUT)
+        assert "did not answer within 1 s" in str(late.value)
+        # The gateway still serves: the server is alive, the next call goes through.
+        read = await asyncio.wait_for(session.call_tool("read_file", {"path": "b"}), TIMEOUT)
+    assert text(read) == "contents of b"
+
+
+async def test_an_upstream_that_cannot_start_is_an_error_not_a_hang(setup: Setup) -> None:
+    with pytest.raises(Exception):  # noqa: B017 - no server: the client's initialize fails
+        async with setup.session(str(setup.root / "no-such-server")):
+            pass
+
+
+def test_malformed_messages_get_json_rpc_errors(setup: Setup) -> None:
+    """Raw lines from a client that is not speaking MCP properly: each gets an error, the
+    gateway stays up, and a well-formed request still works."""
+    lines = [
+        "not json",
+        json.dumps([1, 2]),
+        json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}}),
+        json.dumps({"jsonrpc": "2.0", "id": 8, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+    ]
+    done = subprocess.run(
+        [str(CLI), "mcp", "--policy", str(setup.policy), "--", sys.executable, str(UPSTREAM),
+         str(setup.log)], input="\n".join(lines) + "\n", capture_output=True, text=True,
+        timeout=TIMEOUT, env=setup.env, check=False)
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    errors = [r["error"]["code"] for r in replies if "error" in r]
+    assert errors == [-32700, -32600, -32600]
+    assert next(r for r in replies if r.get("id") == 7)["error"]["message"].startswith(
+        "callwarden: tools/call needs params.name")
+    initialized = [r for r in replies if r.get("id") == 8]
+    assert initialized and initialized[0]["result"]["serverInfo"]["name"] == "files"
+    assert ran(setup.log) == []
+
+
+def test_usage_errors(setup: Setup) -> None:
+    none = subprocess.run([str(CLI), "mcp", "--policy", str(setup.policy)], capture_output=True,
+                          text=True, timeout=TIMEOUT, env=setup.env, check=False)
+    assert none.returncode == 2 and "after --" in none.stderr
+    setup.policy.write_text("version: 1\nrules: [{id: x, effect: nope}]\n")
+    broken = subprocess.run([str(CLI), "mcp", "--policy", str(setup.policy), "--", "true"],
+                            capture_output=True, text=True, timeout=TIMEOUT, env=setup.env,
+                            check=False)
+    assert broken.returncode == 2 and "effect" in broken.stderr
