@@ -87,3 +87,31 @@ async def test_a_rejected_mcp_call_never_reaches_the_server(tmp_path, gate) -> N
         await asyncio.wait_for(Runner.run(agent, state), TIMEOUT)
     assert ran(log) == []
     assert "denied by bob: freeze" in text(outputs(model)["call-0"])
+
+
+async def test_the_sdk_mcp_client_through_callwarden_mcp(tmp_path) -> None:
+    """No adapter at all: the SDK's own MCP client (protocol 2026-07-28: ``server/discover``)
+    talks to ``callwarden mcp``, which stands in front of the server and applies the policy;
+    the model reads the refusal as a tool error (``--show-refused`` offers the tool the policy
+    always refuses, so the scripted model can call it)."""
+    log = tmp_path / "ran.jsonl"
+    log.touch()
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "version: 1\nrules:\n"
+        f"  - {{id: no-delete, match: {{tool: mcp__files__delete_file}}, effect: deny,\n"
+        f"     message: {json.dumps(DENY_MESSAGE)}}}\n"
+        "  - {id: cap, match: {tool: mcp__files__search}, cap: {limit: 5}, effect: modify}\n")
+    cli = Path(sys.executable).with_name("callwarden")
+    params = {"command": str(cli),
+              "args": ["mcp", "--policy", str(policy), "--show-refused", "--", sys.executable,
+                       str(SERVER), str(log)]}
+    model = scripted(calls(*ONE_TURN))
+    async with MCPServerStdio(params=params, client_session_timeout_seconds=TIMEOUT) as server:
+        agent = Agent(name="ops", model=model, mcp_servers=[server])
+        await asyncio.wait_for(Runner.run(agent, "go"), TIMEOUT)
+    assert sorted(ran(log), key=repr) == [("read_file", {"path": "notes.txt"}),
+                                          ("search", {"query": "invoices", "limit": 5})]
+    told = outputs(model)
+    assert DENY_MESSAGE in text(told["call-1"])
+    assert text(told["call-2"]) == "5 results for invoices"

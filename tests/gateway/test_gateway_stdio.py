@@ -216,10 +216,12 @@ def test_malformed_messages_get_json_rpc_errors(setup: Setup) -> None:
     lines = [
         "not json",
         json.dumps([1, 2]),
-        json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}}),
+        json.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                    "params": {"name": "read_file", "arguments": {"path": "early"}}}),
         json.dumps({"jsonrpc": "2.0", "id": 8, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "raw", "version": "0"}}}),
+        json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}}),
     ]
     done = subprocess.run(
         [str(CLI), "mcp", "--policy", str(setup.policy), "--", sys.executable, str(UPSTREAM),
@@ -227,7 +229,10 @@ def test_malformed_messages_get_json_rpc_errors(setup: Setup) -> None:
         timeout=TIMEOUT, env=setup.env, check=False)
     replies = [json.loads(line) for line in done.stdout.splitlines()]
     errors = [r["error"]["code"] for r in replies if "error" in r]
-    assert errors == [-32700, -32600, -32600]
+    assert errors == [-32700, -32600, -32600, -32600]
+    # Before the server has named itself, the policy could not tell which tool it is: refused.
+    assert "before the server has answered initialize" in next(
+        r for r in replies if r.get("id") == 6)["error"]["message"]
     assert next(r for r in replies if r.get("id") == 7)["error"]["message"].startswith(
         "callwarden: tools/call needs params.name")
     initialized = [r for r in replies if r.get("id") == 8]
@@ -244,3 +249,56 @@ def test_usage_errors(setup: Setup) -> None:
                             capture_output=True, text=True, timeout=TIMEOUT, env=setup.env,
                             check=False)
     assert broken.returncode == 2 and "effect" in broken.stderr
+
+
+async def test_two_gateways_share_one_budget(tmp_path: Path) -> None:
+    """Limits live in the policy's state store (SQLite here): two gateway processes, one
+    session name, a budget of 3 calls: exactly 3 run, whichever process they went through."""
+    policy = POLICY + """\
+  - id: three-reads
+    match: {{tool: mcp__files__read_file}}
+    limit: {{calls: 3, per: session}}
+    message: Three reads per session.
+"""
+    first = Setup(tmp_path, policy, "--session", "shared")
+    second = Setup(tmp_path, policy, "--session", "shared")
+    async with first.session() as one, second.session() as two:
+        results = await asyncio.gather(*(
+            (one if i % 2 else two).call_tool("read_file", {"path": f"f{i}"})
+            for i in range(8)))
+    assert sum(not r.is_error for r in results) == 3
+    assert all("Three reads per session" in text(r) for r in results if r.is_error)
+    assert len(ran(first.log)) == 3
+
+
+def test_a_client_of_the_2025_protocol_line_by_line(setup: Setup) -> None:
+    """``initialize`` (protocol 2025-06-18), then calls: the refusal is a plain tool error."""
+    gateway = subprocess.Popen(
+        [str(CLI), "mcp", "--policy", str(setup.policy), "--", sys.executable, str(UPSTREAM),
+         str(setup.log)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env=setup.env)
+    assert gateway.stdin is not None and gateway.stdout is not None
+
+    def ask(message: dict[str, Any]) -> dict[str, Any]:
+        gateway.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")  # type: ignore[union-attr]
+        gateway.stdin.flush()  # type: ignore[union-attr]
+        return json.loads(gateway.stdout.readline())  # type: ignore[union-attr]
+
+    try:
+        hello = ask({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+        assert hello["result"]["serverInfo"]["name"] == "files"
+        gateway.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        denied = ask({"id": 2, "method": "tools/call",
+                      "params": {"name": "delete_file", "arguments": {"path": "a"}}})
+        read = ask({"id": 3, "method": "tools/call",
+                    "params": {"name": "read_file", "arguments": {"path": "a"}}})
+    finally:
+        gateway.stdin.close()
+        assert gateway.wait(timeout=TIMEOUT) == 0
+        gateway.stdout.close()
+    assert denied["result"] == {"content": [{"type": "text", "text": (
+        "Deleting files is not allowed here; move them to trash/ instead.")}], "isError": True}
+    assert read["result"]["content"][0]["text"] == "contents of a"
+    assert ran(setup.log) == [("read_file", {"path": "a"})]

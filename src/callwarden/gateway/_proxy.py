@@ -67,18 +67,30 @@ def _error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
 
 
-def _tool_error(msg_id: Any, text: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": msg_id,
-            "result": {"content": [{"type": "text", "text": text}], "isError": True}}
+def _tool_error(msg_id: Any, text: str, modern: bool) -> dict[str, Any]:
+    """A tool result the model reads as the call's failure; ``modern``: for a client speaking
+    protocol 2026-07-28 or later, whose results say they are complete."""
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
+    if modern:
+        result["resultType"] = "complete"
+    return {"jsonrpc": "2.0", "id": msg_id, "result": result}
+
+
+def _is_modern(params: Any) -> bool:
+    """Whether a request comes from a client of protocol 2026-07-28 or later (each request
+    carries its protocol version in ``_meta``)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and _META_PROTOCOL in meta
 
 
 class _Forwarded:
     """A client request the server has not answered yet."""
 
-    __slots__ = ("decision", "method", "msg_id", "started", "timer", "tool")
+    __slots__ = ("decision", "method", "modern", "msg_id", "started", "timer", "tool")
 
     def __init__(self, method: str, msg_id: Any, decision: Decision | None = None,
-                 tool: str | None = None) -> None:
+                 tool: str | None = None, modern: bool = False) -> None:
+        self.modern = modern
         self.method = method
         self.msg_id = msg_id
         self.decision = decision
@@ -120,9 +132,9 @@ class Gateway:
         return self._enforcer
 
     @property
-    def server(self) -> str:
-        """The server's name in policy tool names."""
-        return self._server or "upstream"
+    def server(self) -> str | None:
+        """The server's name in policy tool names (None until the server has said it)."""
+        return self._server
 
     # -- running --------------------------------------------------------------------------
 
@@ -224,26 +236,32 @@ class Gateway:
             self._to_client(_error(msg_id, _INVALID_REQUEST,
                                    "callwarden: tools/call needs params.name (a tool name)"))
             return
+        if self._server is None:  # the policy could not tell which server's tool this is
+            self._to_client(_error(msg_id, _INVALID_REQUEST,
+                                   "callwarden: no tools/call before the server has answered "
+                                   "initialize (or run callwarden mcp with --name)"))
+            return
+        modern = _is_modern(params)
         arguments = params.get("arguments")  # type: ignore[union-attr]
         arguments = {} if arguments is None else arguments
-        tool = policy_tool_name(self.server, name)
+        tool = policy_tool_name(self._server, name)
         try:
             decision = await self._enforcer.adecide(tool, arguments, call_id=str(msg_id))
         except ApprovalPending as pending:
             self._to_client(_tool_error(msg_id, approval_pending(pending.decision,
-                                                                 pending.request_id)))
+                                                                 pending.request_id), modern))
             return
         except Exception as e:  # fail closed: the server never sees the call
-            self._to_client(_tool_error(msg_id, undecided(tool, e)))
+            self._to_client(_tool_error(msg_id, undecided(tool, e), modern))
             return
         if decision.effect is Effect.HALT:
             self._to_client(self._halt(msg_id, decision))
             return
         if not decision.effect.allows:
-            self._to_client(_tool_error(msg_id, describe_refusal(decision)))
+            self._to_client(_tool_error(msg_id, describe_refusal(decision), modern))
             return
         forwarded = {**message, "params": {**params, "arguments": thaw(decision.args)}}  # type: ignore[dict-item]
-        self._track(_Forwarded("tools/call", msg_id, decision, name))
+        self._track(_Forwarded("tools/call", msg_id, decision, name, modern))
         self._to_server(forwarded)
 
     def _track(self, forwarded: _Forwarded) -> None:
@@ -296,11 +314,8 @@ class Gateway:
 
     def _answered(self, forwarded: _Forwarded, message: dict[str, Any]) -> dict[str, Any]:
         """The server's answer as the client gets it."""
-        if forwarded.method == "initialize" and self._server is None:
-            result = message.get("result")
-            info = result.get("serverInfo") if isinstance(result, dict) else None
-            if isinstance(info, dict) and info.get("name"):
-                self._server = _server_slug(info["name"])
+        if forwarded.method in _HANDSHAKES and self._server is None:
+            self._server = _server_slug(_server_name(message.get("result")) or "upstream")
         elif forwarded.method == "tools/list" and self._hide:
             return self._listed(message)
         elif forwarded.method == "tools/call" and forwarded.decision is not None:
@@ -315,7 +330,8 @@ class Gateway:
         engine = self._enforcer.guard.engine
         kept = [t for t in tools if not (isinstance(t, dict) and isinstance(t.get("name"), str)
                                          and engine.refuses_every_call(
-                                             policy_tool_name(self.server, t["name"])))]
+                                             policy_tool_name(self._server or "upstream",
+                                                              t["name"])))]
         return {**message, "result": {**result, "tools": kept}}  # type: ignore[dict-item]
 
     def _screened(self, forwarded: _Forwarded, decision: Decision,
@@ -332,7 +348,8 @@ class Gateway:
             screened = enforcer.screen(decision, payload)
         except Exception as e:  # fail closed: withhold what could not be checked
             enforcer.record_outcome(decision, OutcomeStatus.ERROR, forwarded.started, e)
-            return _tool_error(msg_id, output_unscreened(forwarded.tool or "?", e))
+            return _tool_error(msg_id, output_unscreened(forwarded.tool or "?", e),
+                               forwarded.modern)
         status = screened.status
         enforcer.record_outcome(
             decision, OutcomeStatus.ERROR if result.get("isError") and
@@ -344,7 +361,7 @@ class Gateway:
             return message
         if status is OutcomeStatus.OUTPUT_MODIFIED and isinstance(screened.shown, Mapping):
             return {**message, "result": {**result, **thaw(screened.shown)}}
-        return _tool_error(msg_id, str(screened.shown))
+        return _tool_error(msg_id, str(screened.shown), forwarded.modern)
 
     # -- the end --------------------------------------------------------------------------
 
@@ -361,6 +378,24 @@ class Gateway:
                                           forwarded.started, TimeoutError(why))
         with contextlib.suppress(Exception):
             self._to_client(_error(forwarded.msg_id, _UPSTREAM_GONE, f"callwarden: {why}"))
+
+
+# The answers that name the server: ``initialize``, and ``server/discover`` (protocol
+# 2026-07-28, where the name travels in ``_meta``).
+_HANDSHAKES = ("initialize", "server/discover")
+_META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+_META_PROTOCOL = "io.modelcontextprotocol/protocolVersion"
+
+
+def _server_name(result: Any) -> str | None:
+    if not isinstance(result, dict):
+        return None
+    meta = result.get("_meta")
+    for info in (result.get("serverInfo"),
+                 meta.get(_META_SERVER_INFO) if isinstance(meta, dict) else None):
+        if isinstance(info, dict) and isinstance(info.get("name"), str) and info["name"]:
+            return str(info["name"])
+    return None
 
 
 def _key(msg_id: Any) -> str:
