@@ -118,6 +118,13 @@ class Enforcer:
         return await self.guard.acheck(tool, args, **self._fields(call_id, agent, session,
                                                                   principal, context, framework))
 
+    def refuse(self, tool: str, args: Any, *, rule: str, code: str, message: str,
+               call_id: str | None = None, context: Mapping[str, Any] | None = None
+               ) -> Decision:
+        """Refuses a call for a reason outside the policy's rules (see ``Guard.refuse``)."""
+        return self.guard.refuse(tool, args, rule=rule, code=code, message=message,
+                                 **self._fields(call_id, None, None, None, context))
+
     def decide(self, tool: str, args: Any, *, call_id: str | None = None,
                agent: str | None = None, session: str | None = None,
                principal: str | None = None, context: Mapping[str, Any] | None = None,

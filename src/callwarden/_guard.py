@@ -256,6 +256,31 @@ class Guard:
                 return _audit_failed(decision, e)
         return decision
 
+    def refuse(self, tool: str, args: Any = None, *, rule: str, code: str, message: str,
+               call_id: str | None = None, agent: str | None = None,
+               session: str | None = None, principal: str | None = None,
+               framework: str | None = None,
+               context: Mapping[str, Any] | None = None) -> Decision:
+        """Refuses one call for a reason outside the policy's rules (``rule`` names the check,
+        ``code`` the reason, ``message`` is what the model reads); audited like a decision."""
+        started = _perf()
+        decision_id = new_id()
+        try:
+            call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
+                            framework, context, deadline=started + self._timeout)
+        except InvalidCall as e:
+            decision = self._engine.rejected(tool, e, {
+                "call_id": call_id, "agent": agent, "session": session,
+                "principal": principal, "framework": framework}, started, decision_id)
+        else:
+            decision = self._engine.refusal(call, rule, code, message, started, decision_id)
+        if self._auditor is not None:
+            try:
+                self._auditor.decision(decision)
+            except AuditError as e:
+                return _audit_failed(decision, e)
+        return decision
+
     async def acheck(self, tool: str, args: Any = None, *, call_id: str | None = None,
                      agent: str | None = None, session: str | None = None,
                      principal: str | None = None, framework: str | None = None,

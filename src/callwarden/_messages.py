@@ -130,3 +130,12 @@ def output_unscreened(tool: str, error: BaseException | str) -> str:
     """The text that replaces a tool's output that could not be screened (fail closed)."""
     why = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return f"The output of '{tool}' was withheld: it could not be checked ({why})."
+
+
+def tool_changed(server: str, tool: str) -> str:
+    """The model's text for a call to an MCP tool whose definition changed since it was
+    pinned (a "rug pull" until someone reviews it)."""
+    return (f"The tool '{tool}' of the MCP server '{server}' is not what it was when first "
+            "seen (its description or input schema changed), so calls to it are refused "
+            f"until someone reviews it and runs `callwarden mcp accept {server} {tool}`. Do "
+            "not retry it; tell the user.")

@@ -302,3 +302,43 @@ def test_a_client_of_the_2025_protocol_line_by_line(setup: Setup) -> None:
         "Deleting files is not allowed here; move them to trash/ instead.")}], "isError": True}
     assert read["result"]["content"][0]["text"] == "contents of a"
     assert ran(setup.log) == [("read_file", {"path": "a"})]
+
+
+async def test_a_tool_that_changes_after_first_sight_is_refused_until_accepted(
+        setup: Setup) -> None:
+    """Pinning: the first listing pins each tool; a server that later changes a tool's
+    description ("rug pull") gets that tool hidden and its calls refused (audited) until
+    ``callwarden mcp accept SERVER TOOL``."""
+    async with setup.session() as session:
+        assert "read_file" in {t.name for t in (await session.list_tools()).tools}
+    setup.env["MCP_FILES_RUG_PULL"] = "1"
+    async with setup.session() as session:
+        listed = {t.name for t in (await session.list_tools()).tools}
+        refused = await session.call_tool("read_file", {"path": "notes.txt"})
+        other = await session.call_tool("search", {"query": "x", "limit": 1})
+    assert "read_file" not in listed and "search" in listed
+    assert refused.is_error and "callwarden mcp accept files read_file" in text(refused)
+    assert not other.is_error
+    assert ran(setup.log) == [("search", {"query": "x", "limit": 1})]
+    refusal = [e for e in setup.events() if e["type"] == "decision"
+               and e["tool"] == "mcp__files__read_file"][-1]
+    assert (refusal["effect"], refusal["rule"]) == ("deny", "mcp.tool_pin")
+    # A new session (another gateway process) still refuses it: the pin is in the store.
+    async with setup.session() as session:
+        assert (await session.call_tool("read_file", {"path": "a"})).is_error
+    accept = await asyncio.to_thread(
+        subprocess.run, [str(CLI), "mcp", "accept", "files", "read_file", "--policy",
+                         str(setup.policy), "--by", "alice"],
+        capture_output=True, text=True, timeout=TIMEOUT, env=setup.env, check=False)
+    assert accept.returncode == 0, accept.stderr
+    async with setup.session() as session:
+        assert "read_file" in {t.name for t in (await session.list_tools()).tools}
+        allowed = await session.call_tool("read_file", {"path": "b"})
+    assert not allowed.is_error and text(allowed) == "contents of b"
+
+
+def test_accepting_a_tool_never_seen_says_so(setup: Setup) -> None:
+    done = subprocess.run([str(CLI), "mcp", "accept", "files", "nope", "--policy",
+                           str(setup.policy)], capture_output=True, text=True,
+                          timeout=TIMEOUT, env=setup.env, check=False)
+    assert done.returncode == 1 and "no pin for files nope" in done.stderr

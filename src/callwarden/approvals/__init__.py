@@ -21,6 +21,7 @@ from callwarden.approvals._approvers import (
     TerminalApprover,
 )
 from callwarden.approvals._config import ApprovalSettings, parse_config
+from callwarden.approvals._pins import ToolPins, definition_digest
 from callwarden.approvals._records import (
     ApprovalRequest,
     Grant,
@@ -55,7 +56,9 @@ __all__ = [
     "Scope",
     "Status",
     "TerminalApprover",
+    "ToolPins",
     "call_digest",
     "decision_digest",
+    "definition_digest",
     "parse_config",
 ]

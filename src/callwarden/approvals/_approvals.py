@@ -23,6 +23,7 @@ from callwarden._decision import Effect
 from callwarden._flow import Flow, Step, adrive, drive, sleep
 from callwarden.analysis.globs import check_glob
 from callwarden.approvals._integrity import Seal, identity, load_key, process_key
+from callwarden.approvals._pins import ToolPins
 from callwarden.approvals._records import (
     ApprovalRequest,
     Grant,
@@ -120,6 +121,11 @@ class Approvals:
         settings = parse_config(config)
         return cls(store, ttl=settings.ttl, approvers=settings.approvers,
                    on_expiry=settings.on_expiry, clock=clock, key=settings.key_file)
+
+    @property
+    def pins(self) -> ToolPins:
+        """The pinned definitions of MCP servers' tools, in this store, under this key."""
+        return ToolPins(self)
 
     def __repr__(self) -> str:
         return (f"Approvals({type(self.store).__name__}, ttl={self.ttl:g}, "

@@ -101,6 +101,10 @@ def _parser() -> argparse.ArgumentParser:
                           "default)")
     mcp.add_argument("--call-timeout", type=float, default=120.0, metavar="SECONDS",
                      help="how long a tool call may take upstream (default 120)")
+    mcp.add_argument("--no-pin", action="store_true",
+                     help="do not pin tool definitions (by default a tool whose description "
+                          "or input schema changed since first seen is refused until "
+                          "'callwarden mcp accept SERVER TOOL')")
     mcp.add_argument("--session", default=None,
                      help="the session the calls belong to (default: one per gateway process)")
     mcp.add_argument("upstream", nargs=argparse.REMAINDER,
@@ -118,6 +122,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the exit code."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:2] == ["mcp", "accept"]:  # `mcp` itself takes the server's command after --
+        return _mcp_accept(words[2:])
     args = _parser().parse_args(argv)
     handler = getattr(args, "handler", None) or {
         "check": _check, "decide": _decide, "lint": _lint, "test": _test, "demo": _demo,
@@ -318,6 +325,37 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_TESTS_FAILED if failed else EXIT_OK
 
 
+def _mcp_accept(argv: list[str]) -> int:
+    parser = _Parser(prog="callwarden mcp accept",
+                     description="accept an MCP tool's changed definition: calls to it run "
+                                 "again, and the definition seen last is the one pinned")
+    parser.add_argument("server", help="the server's name (mcp__SERVER__TOOL)")
+    parser.add_argument("tool", help="the tool's name on that server")
+    parser.add_argument("--policy", "-p", required=True, type=Path,
+                        help="the policy file naming the store the pins are in")
+    parser.add_argument("--by", default=None, help="who accepts (default: your login name)")
+    args = parser.parse_args(argv)
+    from callwarden._guard import Guard
+
+    try:
+        guard = Guard.from_file(args.policy, audit=False)
+    except PolicyError as e:
+        for problem in e.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        by = args.by or os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
+        if not guard.approvals.pins.accept(args.server, args.tool, by=by):
+            print(f"callwarden: no pin for {args.server} {args.tool} in the policy's store "
+                  "(has a gateway with this policy listed the tool?)", file=sys.stderr)
+            return 1
+    finally:
+        guard.close()
+    print(f"accepted: calls to {args.tool} of {args.server} run again "
+          "(its current definition is pinned)")
+    return EXIT_OK
+
+
 def _mcp(args: argparse.Namespace, out: TextIO) -> int:
     import asyncio
 
@@ -335,7 +373,8 @@ def _mcp(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_USAGE
     guard = Guard.from_file(args.policy)  # a broken policy: exit 2 with every problem
     gateway = Gateway(guard, server=args.name, hide_refused=not args.show_refused,
-                      call_timeout=args.call_timeout, session=args.session)
+                      call_timeout=args.call_timeout, session=args.session,
+                      pin=not args.no_pin)
     try:
         return asyncio.run(gateway.serve_stdio(command))
     except KeyboardInterrupt:

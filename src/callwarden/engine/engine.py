@@ -211,6 +211,15 @@ class Engine:
             _perf() - started, self.settings.name,
         )
 
+    def refusal(self, call: ToolCall, rule: str, code: str, message: str, started: float,
+                decision_id: str) -> Decision:
+        """A deny decided outside the policy's rules, named after ``rule`` (an MCP gateway's
+        check that a tool is still what it was when first seen), with ``message`` for the
+        model."""
+        return Decision(
+            Effect.DENY, call, call.args, (Reason(code, message, rule),), rule, None, (),
+            message, Mode.ENFORCE, None, decision_id, _perf() - started, self.settings.name)
+
     # -- the decision flow ------------------------------------------------------------------
 
     def _plan(self, tool: str) -> tuple[ToolProfile, Plan]:

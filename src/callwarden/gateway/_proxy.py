@@ -35,9 +35,13 @@ from callwarden._messages import (
     describe_refusal,
     halted,
     output_unscreened,
+    tool_changed,
     undecided,
 )
 from callwarden.exceptions import ApprovalPending
+
+# What a tool's pin says (callwarden.approvals.ToolPins; reached through the guard).
+NEW, SAME, CHANGED = "new", "same", "changed"
 
 __all__ = ["Gateway", "policy_tool_name"]
 
@@ -112,10 +116,14 @@ class Gateway:
             error (and the server a cancellation).
         session: The session every call belongs to (limits per session, history); default:
             one new id per gateway process.
+        pin: Pin each tool's definition the first time it is listed and refuse calls to a tool
+            whose definition changed since, until someone accepts it (``callwarden mcp accept
+            SERVER TOOL``); changed tools are left out of ``tools/list``.
     """
 
     def __init__(self, guard: Guard, *, server: str | None = None, hide_refused: bool = True,
-                 call_timeout: float = 120.0, session: str | None = None) -> None:
+                 call_timeout: float = 120.0, session: str | None = None,
+                 pin: bool = True) -> None:
         self._enforcer = Enforcer(guard, framework="mcp", session=session or f"mcp-{new_id()}")
         self._server = _server_slug(server) if server else None
         self._hide = hide_refused
@@ -125,6 +133,8 @@ class Gateway:
         self._to_server: Callable[[dict[str, Any]], None] = lambda _: None
         self._ended = asyncio.Event()
         self._halted: Decision | None = None
+        self._pin = pin
+        self._pinned: dict[str, str] = {}  # tool -> "same" / "changed", as last listed
 
     @property
     def enforcer(self) -> Enforcer:
@@ -245,6 +255,12 @@ class Gateway:
         arguments = params.get("arguments")  # type: ignore[union-attr]
         arguments = {} if arguments is None else arguments
         tool = policy_tool_name(self._server, name)
+        if self._pin and await self._pin_state(name) == CHANGED:
+            refused = self._enforcer.refuse(
+                tool, arguments, rule="mcp.tool_pin", code="mcp.tool_changed",
+                message=tool_changed(self._server, name), call_id=str(msg_id))
+            self._to_client(_tool_error(msg_id, describe_refusal(refused), modern))
+            return
         try:
             decision = await self._enforcer.adecide(tool, arguments, call_id=str(msg_id))
         except ApprovalPending as pending:
@@ -263,6 +279,18 @@ class Gateway:
         forwarded = {**message, "params": {**params, "arguments": thaw(decision.args)}}  # type: ignore[dict-item]
         self._track(_Forwarded("tools/call", msg_id, decision, name, modern))
         self._to_server(forwarded)
+
+    async def _pin_state(self, name: str) -> str | None:
+        """``same`` / ``changed`` for a tool, as listed in this session, else as its pin says
+        (None: never pinned); ``changed`` when the store cannot tell (fail closed)."""
+        state = self._pinned.get(name)
+        if state is None:
+            try:
+                state = await asyncio.to_thread(self._enforcer.guard.approvals.pins.state,
+                                                self._server, name)
+            except Exception:
+                return CHANGED
+        return state
 
     def _track(self, forwarded: _Forwarded) -> None:
         key = _key(forwarded.msg_id)
@@ -307,7 +335,10 @@ class Gateway:
                 if forwarded is not None:
                     if forwarded.timer is not None:
                         forwarded.timer.cancel()
-                    message = self._answered(forwarded, message)
+                    if forwarded.method == "tools/list":
+                        message = await self._listed(message)
+                    else:
+                        message = self._answered(forwarded, message)
             self._to_client(message)
             if self._halted is not None:
                 return
@@ -316,23 +347,38 @@ class Gateway:
         """The server's answer as the client gets it."""
         if forwarded.method in _HANDSHAKES and self._server is None:
             self._server = _server_slug(_server_name(message.get("result")) or "upstream")
-        elif forwarded.method == "tools/list" and self._hide:
-            return self._listed(message)
         elif forwarded.method == "tools/call" and forwarded.decision is not None:
             return self._screened(forwarded, forwarded.decision, message)
         return message
 
-    def _listed(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def _listed(self, message: dict[str, Any]) -> dict[str, Any]:
+        """``tools/list`` as the client gets it: each tool's definition checked against its
+        pin; changed tools, and tools the policy refuses whatever their arguments, left out."""
         result = message.get("result")
         tools = result.get("tools") if isinstance(result, dict) else None
         if not isinstance(tools, list):
             return message
+        named = [t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+        if self._pin and self._server is not None:
+            self._pinned.update(await asyncio.to_thread(self._check_pins, named))
         engine = self._enforcer.guard.engine
-        kept = [t for t in tools if not (isinstance(t, dict) and isinstance(t.get("name"), str)
-                                         and engine.refuses_every_call(
-                                             policy_tool_name(self._server or "upstream",
-                                                              t["name"])))]
+        server = self._server or "upstream"
+        kept = [t for t in named
+                if self._pinned.get(t["name"]) != CHANGED
+                and not (self._hide and engine.refuses_every_call(
+                    policy_tool_name(server, t["name"])))]
         return {**message, "result": {**result, "tools": kept}}  # type: ignore[dict-item]
+
+    def _check_pins(self, tools: list[dict[str, Any]]) -> dict[str, str]:
+        pins = self._enforcer.guard.approvals.pins
+        states = {}
+        for tool in tools:
+            try:
+                state = pins.check(self._server, tool["name"], tool)
+            except Exception:  # the store failed: the tool cannot be vouched for
+                state = CHANGED
+            states[tool["name"]] = SAME if state == NEW else state
+        return states
 
     def _screened(self, forwarded: _Forwarded, decision: Decision,
                   message: dict[str, Any]) -> dict[str, Any]:
