@@ -273,31 +273,19 @@ async def test_two_gateways_share_one_budget(tmp_path: Path) -> None:
 
 def test_a_client_of_the_2025_protocol_line_by_line(setup: Setup) -> None:
     """``initialize`` (protocol 2025-06-18), then calls: the refusal is a plain tool error."""
-    gateway = subprocess.Popen(
-        [str(CLI), "mcp", "--policy", str(setup.policy), "--", sys.executable, str(UPSTREAM),
-         str(setup.log)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env=setup.env)
-    assert gateway.stdin is not None and gateway.stdout is not None
-
-    def ask(message: dict[str, Any]) -> dict[str, Any]:
-        gateway.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")  # type: ignore[union-attr]
-        gateway.stdin.flush()  # type: ignore[union-attr]
-        return json.loads(gateway.stdout.readline())  # type: ignore[union-attr]
-
+    lines = _Lines(setup)
     try:
-        hello = ask({"id": 1, "method": "initialize", "params": {
+        hello = lines.ask({"id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "raw", "version": "0"}}})
         assert hello["result"]["serverInfo"]["name"] == "files"
-        gateway.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
-        denied = ask({"id": 2, "method": "tools/call",
-                      "params": {"name": "delete_file", "arguments": {"path": "a"}}})
-        read = ask({"id": 3, "method": "tools/call",
-                    "params": {"name": "read_file", "arguments": {"path": "a"}}})
+        lines.send({"method": "notifications/initialized"})
+        denied = lines.ask({"id": 2, "method": "tools/call",
+                            "params": {"name": "delete_file", "arguments": {"path": "a"}}})
+        read = lines.ask({"id": 3, "method": "tools/call",
+                          "params": {"name": "read_file", "arguments": {"path": "a"}}})
     finally:
-        gateway.stdin.close()
-        assert gateway.wait(timeout=TIMEOUT) == 0
-        gateway.stdout.close()
+        assert lines.close() == 0
     assert denied["result"] == {"content": [{"type": "text", "text": (
         "Deleting files is not allowed here; move them to trash/ instead.")}], "isError": True}
     assert read["result"]["content"][0]["text"] == "contents of a"
@@ -342,3 +330,107 @@ def test_accepting_a_tool_never_seen_says_so(setup: Setup) -> None:
                            str(setup.policy)], capture_output=True, text=True,
                           timeout=TIMEOUT, env=setup.env, check=False)
     assert done.returncode == 1 and "no pin for files nope" in done.stderr
+
+
+@pytest.mark.parametrize(("answer", "runs"), [({"approve": True}, True),
+                                              ({"approve": False, "reason": "freeze"}, False)])
+async def test_an_ask_is_put_to_the_clients_user(setup: Setup, answer: dict[str, Any],
+                                                 runs: bool) -> None:
+    """A client that can elicit gets ``elicitation/create`` with an approval form; its user's
+    answer runs the call once, or refuses it with the reason."""
+    import mcp.types as types
+
+    questions: list[str] = []
+
+    async def elicit(_: Any, params: Any) -> types.ElicitResult:
+        questions.append(params.message)
+        return types.ElicitResult(action="accept", content=answer)
+
+    async with stdio_client(setup.params()) as (read, write), \
+            ClientSession(read, write, read_timeout_seconds=TIMEOUT,
+                          elicitation_callback=elicit) as session:
+        await asyncio.wait_for(session.initialize(), TIMEOUT)
+        done = await session.call_tool("deploy", {"env": "prod"})
+        again = await session.call_tool("deploy", {"env": "prod"}) if runs else None
+    assert len(questions) == 1 + bool(runs) and "mcp__files__deploy" in questions[0]
+    if runs:
+        assert not done.is_error and text(done) == "deployed to prod"
+        assert again is not None and text(again) == "deployed to prod"  # asked, approved
+        assert ran(setup.log) == [("deploy", {"env": "prod"})] * 2
+    else:
+        assert done.is_error and "freeze" in text(done)
+        assert ran(setup.log) == []
+    approvals = [e for e in setup.events() if e["type"] == "approval"]
+    assert approvals and "(MCP client)" in json.dumps(approvals)
+
+
+def _modern(message: dict[str, Any], *, elicits: bool = True) -> dict[str, Any]:
+    """A 2026-07-28 request: the protocol version and capabilities ride in every ``_meta``."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}} if elicits
+            else {}}
+    params = {**message.get("params", {}), "_meta": meta}
+    return {"jsonrpc": "2.0", **message, "params": params}
+
+
+class _Lines:
+    """A raw line-by-line client of the gateway."""
+
+    def __init__(self, setup: Setup) -> None:
+        self.process = subprocess.Popen(
+            [str(CLI), "mcp", "--policy", str(setup.policy), "--", sys.executable,
+             str(UPSTREAM), str(setup.log)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, env=setup.env)
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        self.process.stdin.flush()
+
+    def receive(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        return json.loads(self.process.stdout.readline())
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.send(message)
+        return self.receive()
+
+    def close(self) -> int:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.close()
+        code = self.process.wait(timeout=TIMEOUT)
+        self.process.stdout.close()
+        return code
+
+
+def test_an_ask_is_put_to_a_2026_clients_user_as_input_required(setup: Setup) -> None:
+    """Protocol 2026-07-28: an ``input_required`` result carries the approval form; the retry
+    with the user's answer (and the echoed request state) runs the very call once; an answer
+    sent with other arguments is not taken."""
+    lines = _Lines(setup)
+    try:
+        assert "result" in lines.ask(_modern({"id": 1, "method": "server/discover"}))
+        call = {"name": "deploy", "arguments": {"env": "prod"}}
+        asked = lines.ask(_modern({"id": 2, "method": "tools/call", "params": call}))["result"]
+        assert asked["resultType"] == "input_required"
+        question = asked["inputRequests"]["callwarden_approval"]
+        assert question["method"] == "elicitation/create"
+        assert question["params"]["requestedSchema"]["required"] == ["approve"]
+        answer = {"inputResponses": {"callwarden_approval": {
+            "action": "accept", "content": {"approve": True}}},
+            "requestState": asked["requestState"]}
+        other = lines.ask(_modern({"id": 3, "method": "tools/call", "params": {
+            "name": "deploy", "arguments": {"env": "qa"}, **answer}}))["result"]
+        assert other["resultType"] == "input_required"  # asked anew: not the same call
+        assert ran(setup.log) == []
+        done = lines.ask(_modern({"id": 4, "method": "tools/call",
+                                  "params": {**call, **answer}}))["result"]
+        assert done["content"][0]["text"] == "deployed to prod"
+        without = lines.ask(_modern({"id": 5, "method": "tools/call", "params": call},
+                                    elicits=False))["result"]
+        assert without["isError"] and without["resultType"] == "complete"
+        assert "callwarden approvals approve" in without["content"][0]["text"]
+    finally:
+        assert lines.close() == 0
+    assert ran(setup.log) == [("deploy", {"env": "prod"})]

@@ -135,6 +135,13 @@ class Gateway:
         self._halted: Decision | None = None
         self._pin = pin
         self._pinned: dict[str, str] = {}  # tool -> "same" / "changed", as last listed
+        self._calls: set[asyncio.Task[None]] = set()  # tools/call being decided
+        # Elicitation: whether the client (2025 protocol) said it can, our requests to it
+        # awaiting an answer, and the calls each approval request was put to it for.
+        self._elicits = False
+        self._client_name = "mcp client"
+        self._answers: dict[str, asyncio.Future[Any]] = {}
+        self._asked: dict[str, tuple[str, str]] = {}
 
     @property
     def enforcer(self) -> Enforcer:
@@ -194,15 +201,17 @@ class Gateway:
                 await asyncio.wait(tasks[1:], timeout=min(self._timeout, _DRAIN),
                                    return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in tasks:
+            for task in [*tasks, *self._calls]:
                 task.cancel()
+            for answer in self._answers.values():
+                answer.cancel()
             self._fail_pending("the MCP server behind callwarden is gone; the call's outcome "
                                "is unknown")
             await _stop(server)
         return 0 if self._halted is None else 3
 
     async def _drained(self) -> None:
-        while self._pending:
+        while self._pending or self._calls:
             await asyncio.sleep(0.01)
 
     # -- client to server -----------------------------------------------------------------
@@ -229,10 +238,17 @@ class Gateway:
                 continue
             method = message.get("method")
             if method == "tools/call" and "id" in message:
-                await self._call(message)
-                if self._halted is not None:
-                    return
+                # A task: deciding may wait for the client's own answer to an elicitation.
+                task = asyncio.ensure_future(self._call(message))
+                self._calls.add(task)
+                task.add_done_callback(self._calls.discard)
                 continue
+            if method is None and isinstance(message.get("id"), str) \
+                    and message["id"] in self._answers:
+                self._answers.pop(message["id"]).set_result(message)
+                continue
+            if method == "initialize":
+                self._learn_client(message.get("params"))
             if isinstance(method, str) and "id" in message:
                 self._track(_Forwarded(method, message["id"]))
             self._to_server(message)
@@ -261,8 +277,21 @@ class Gateway:
                 message=tool_changed(self._server, name), call_id=str(msg_id))
             self._to_client(_tool_error(msg_id, describe_refusal(refused), modern))
             return
+        asked = _call_key(tool, arguments)
         try:
-            decision = await self._enforcer.adecide(tool, arguments, call_id=str(msg_id))
+            await self._take_answer(params, asked)
+            try:
+                decision = await self._enforcer.adecide(tool, arguments, call_id=str(msg_id))
+            except ApprovalPending as pending:
+                if modern and _can_elicit(params):  # the client asks its user, then retries
+                    self._asked[pending.request_id] = asked
+                    self._to_client(_input_required(msg_id, pending))
+                    return
+                if not modern and self._elicits and await self._elicit(pending):
+                    decision = await self._enforcer.adecide(tool, arguments,
+                                                            call_id=str(msg_id))
+                else:
+                    raise
         except ApprovalPending as pending:
             self._to_client(_tool_error(msg_id, approval_pending(pending.decision,
                                                                  pending.request_id), modern))
@@ -276,9 +305,63 @@ class Gateway:
         if not decision.effect.allows:
             self._to_client(_tool_error(msg_id, describe_refusal(decision), modern))
             return
-        forwarded = {**message, "params": {**params, "arguments": thaw(decision.args)}}  # type: ignore[dict-item]
+        upstream = {k: v for k, v in params.items()  # type: ignore[union-attr]
+                    if k not in ("inputResponses", "requestState")}
+        forwarded = {**message, "params": {**upstream, "arguments": thaw(decision.args)}}
         self._track(_Forwarded("tools/call", msg_id, decision, name, modern))
         self._to_server(forwarded)
+
+    def _learn_client(self, params: Any) -> None:
+        """What a 2025-protocol client's ``initialize`` says: its name, and whether it can
+        put a question to its user (elicitation)."""
+        if not isinstance(params, dict):
+            return
+        capabilities = params.get("capabilities")
+        self._elicits = isinstance(capabilities, dict) and "elicitation" in capabilities
+        info = params.get("clientInfo")
+        if isinstance(info, dict) and isinstance(info.get("name"), str) and info["name"]:
+            self._client_name = f"{info['name'][:60]} (MCP client)"
+
+    async def _elicit(self, pending: ApprovalPending) -> bool:
+        """Puts a pending approval to the client's user (``elicitation/create``); True when
+        an answer was recorded (the call is then decided again)."""
+        request_id = pending.request_id
+        ask_id = f"callwarden-{request_id}-{new_id()}"
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._answers[ask_id] = answer
+        self._to_client({"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create",
+                         "params": _approval_question(pending)})
+        try:
+            reply = await asyncio.wait_for(answer, self._timeout)
+        except TimeoutError:
+            self._answers.pop(ask_id, None)
+            return False
+        return await self._record_answer(request_id, reply.get("result"))
+
+    async def _take_answer(self, params: Any, asked: tuple[str, str]) -> None:
+        """A 2026-protocol client's retry carrying its user's answer: recorded on the approval
+        request it was asked for, if that request was put for this very call."""
+        responses = params.get("inputResponses") if isinstance(params, dict) else None
+        request_id = params.get("requestState") if isinstance(params, dict) else None
+        if not isinstance(responses, dict) or not isinstance(request_id, str):
+            return
+        if self._asked.get(request_id) != asked:
+            return  # not a question this gateway put for this call: the call is asked anew
+        del self._asked[request_id]
+        await self._record_answer(request_id, responses.get(_ELICITATION))
+
+    async def _record_answer(self, request_id: str, result: Any) -> bool:
+        """Records an elicitation result on the approval request; False for no answer."""
+        if not isinstance(result, dict) or result.get("action") not in ("accept", "decline"):
+            return False  # cancelled or malformed: the request stays pending
+        content = result.get("content")
+        approve = result["action"] == "accept" and isinstance(content, dict) \
+            and content.get("approve") is True
+        reason = content.get("reason") if isinstance(content, dict) else None
+        await self._enforcer.aanswer(request_id, {
+            "approve": approve, "reason": reason if isinstance(reason, str) and reason
+            else (None if approve else "declined in the MCP client")}, by=self._client_name)
+        return True
 
     async def _pin_state(self, name: str) -> str | None:
         """``same`` / ``changed`` for a tool, as listed in this session, else as its pin says
@@ -442,6 +525,47 @@ def _server_name(result: Any) -> str | None:
         if isinstance(info, dict) and isinstance(info.get("name"), str) and info["name"]:
             return str(info["name"])
     return None
+
+
+_ELICITATION = "callwarden_approval"  # our key in an InputRequiredResult's inputRequests
+_META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+
+
+def _can_elicit(params: Any) -> bool:
+    """Whether a 2026-protocol request says its client can elicit."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    capabilities = meta.get(_META_CAPABILITIES) if isinstance(meta, dict) else None
+    return isinstance(capabilities, dict) and "elicitation" in capabilities
+
+
+def _call_key(tool: str, arguments: Any) -> tuple[str, str]:
+    return tool, json.dumps(arguments, sort_keys=True, default=repr)
+
+
+def _approval_question(pending: ApprovalPending) -> dict[str, Any]:
+    """The elicitation form for a pending approval: approve (yes / no) and a reason."""
+    decision = pending.decision
+    shown = json.dumps(thaw(decision.call.args), ensure_ascii=False, sort_keys=True)
+    if len(shown) > 2000:
+        shown = shown[:2000] + " ... (truncated)"
+    why = f" {decision.message}" if decision.message else ""
+    return {"mode": "form",
+            "message": f"callwarden: the agent wants to call {decision.call.tool} with "
+                       f"{shown}.{why} Approve this exact call (it runs once)? "
+                       f"(request {pending.request_id})",
+            "requestedSchema": {"type": "object", "required": ["approve"], "properties": {
+                "approve": {"type": "boolean", "title": "Approve",
+                            "description": "Run this exact call once"},
+                "reason": {"type": "string", "title": "Reason",
+                           "description": "Why not (shown to the agent)"}}}}
+
+
+def _input_required(msg_id: Any, pending: ApprovalPending) -> dict[str, Any]:
+    """A 2026-protocol answer asking the client to put the approval to its user and retry."""
+    return {"jsonrpc": "2.0", "id": msg_id, "result": {
+        "resultType": "input_required", "requestState": pending.request_id,
+        "inputRequests": {_ELICITATION: {"method": "elicitation/create",
+                                         "params": _approval_question(pending)}}}}
 
 
 def _key(msg_id: Any) -> str:
