@@ -95,6 +95,9 @@ def test_mcp_gateway_block_denies_deletes_and_redacts_results() -> None:
     body = next(body for name, body in blocks("yaml") if "mcp__files__delete_*" in body)
     guard = Guard.from_yaml("version: 1\n" + body)
     assert guard.check("mcp__files__delete_file", {"path": "a"}).effect == "deny"
+    meta = {"name": "delete_file", "arguments": {"path": "a"}}
+    assert guard.check("mcp__hub__call_tool", meta).effect == "deny"
+    assert guard.check("mcp__hub__call_tool", {**meta, "name": "read_file"}).effect == "allow"
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     shown = guard.run("mcp__files__read_file", {"path": "a"}, lambda path: f"key {token}")
     assert token not in shown and "REDACTED" in shown

@@ -125,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:2] == ["mcp", "accept"]:  # `mcp` itself takes the server's command after --
         return _mcp_accept(words[2:])
+    if words[:2] == ["mcp", "wrap"]:
+        return _mcp_wrap(words[2:])
     args = _parser().parse_args(argv)
     handler = getattr(args, "handler", None) or {
         "check": _check, "decide": _decide, "lint": _lint, "test": _test, "demo": _demo,
@@ -323,6 +325,52 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
     if errors:
         return EXIT_USAGE
     return EXIT_TESTS_FAILED if failed else EXIT_OK
+
+
+def _mcp_wrap(argv: list[str]) -> int:
+    parser = _Parser(prog="callwarden mcp wrap",
+                     description="put every MCP server of a client's config behind "
+                                 "callwarden mcp: prints the change, --write makes it")
+    parser.add_argument("config", type=Path,
+                        help="the client's config (claude_desktop_config.json, mcp.json ...)")
+    parser.add_argument("--policy", "-p", default=None,
+                        help="the policy file the gateways use (default: $CALLWARDEN_POLICY)")
+    parser.add_argument("--write", action="store_true",
+                        help="write the change (the old file is kept as CONFIG.bak)")
+    parser.add_argument("--command", default="callwarden",
+                        help="how the client starts callwarden (default: callwarden)")
+    args = parser.parse_args(argv)
+    from callwarden.gateway import wrap_config, write_with_backup
+
+    policy = args.policy or os.environ.get("CALLWARDEN_POLICY")
+    if not policy:
+        print("callwarden mcp wrap: give --policy FILE (or set CALLWARDEN_POLICY)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    policy_path = Path(policy).expanduser().resolve()
+    if not policy_path.is_file():
+        print(f"callwarden mcp wrap: no policy file {policy_path}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        text = args.config.read_text(encoding="utf-8")
+        result = wrap_config(text, str(policy_path), command=args.command)
+    except (OSError, ValueError) as e:
+        print(f"callwarden mcp wrap: {args.config}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(result.diff(str(args.config)), end="")
+    for line in result.skipped:
+        print(f"left as it is: {line}", file=sys.stderr)
+    if not result.wrapped:
+        print("nothing to wrap", file=sys.stderr)
+        return EXIT_OK
+    if args.write:
+        backup = write_with_backup(args.config, result.after)
+        print(f"wrote {args.config} ({len(result.wrapped)} server(s) behind callwarden mcp); "
+              f"the old file is {backup}", file=sys.stderr)
+    else:
+        print(f"{len(result.wrapped)} server(s) to wrap; run again with --write to make the "
+              "change", file=sys.stderr)
+    return EXIT_OK
 
 
 def _mcp_accept(argv: list[str]) -> int:

@@ -7,6 +7,8 @@ refuses whatever their arguments. Tools reach the policy as ``mcp__SERVER__TOOL`
 tool profiles already know).
 """
 
-from callwarden.gateway._proxy import Gateway, policy_tool_name
+from callwarden.gateway._proxy import Gateway, policy_tool_name, server_slug
+from callwarden.gateway._wrap import Wrapped, wrap_config, write_with_backup
 
-__all__ = ["Gateway", "policy_tool_name"]
+__all__ = ["Gateway", "Wrapped", "policy_tool_name", "server_slug", "wrap_config",
+           "write_with_backup"]

@@ -43,7 +43,7 @@ from callwarden.exceptions import ApprovalPending
 # What a tool's pin says (callwarden.approvals.ToolPins; reached through the guard).
 NEW, SAME, CHANGED = "new", "same", "changed"
 
-__all__ = ["Gateway", "policy_tool_name"]
+__all__ = ["Gateway", "policy_tool_name", "server_slug"]
 
 _perf = time.perf_counter
 MAX_MESSAGE = 16 * 1024 * 1024  # one JSON-RPC message (a line) at most
@@ -62,7 +62,8 @@ def policy_tool_name(server: str, tool: str) -> str:
     return f"mcp__{server}__{tool}"
 
 
-def _server_slug(name: Any) -> str:
+def server_slug(name: Any) -> str:
+    """A server's name as policy tool names hold it: lower case, ``_`` for the rest."""
     text = re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
     return text or "upstream"
 
@@ -125,7 +126,7 @@ class Gateway:
                  call_timeout: float = 120.0, session: str | None = None,
                  pin: bool = True) -> None:
         self._enforcer = Enforcer(guard, framework="mcp", session=session or f"mcp-{new_id()}")
-        self._server = _server_slug(server) if server else None
+        self._server = server_slug(server) if server else None
         self._hide = hide_refused
         self._timeout = call_timeout
         self._pending: dict[str, _Forwarded] = {}
@@ -429,7 +430,7 @@ class Gateway:
     def _answered(self, forwarded: _Forwarded, message: dict[str, Any]) -> dict[str, Any]:
         """The server's answer as the client gets it."""
         if forwarded.method in _HANDSHAKES and self._server is None:
-            self._server = _server_slug(_server_name(message.get("result")) or "upstream")
+            self._server = server_slug(_server_name(message.get("result")) or "upstream")
         elif forwarded.method == "tools/call" and forwarded.decision is not None:
             return self._screened(forwarded, forwarded.decision, message)
         return message
