@@ -434,3 +434,70 @@ def test_an_ask_is_put_to_a_2026_clients_user_as_input_required(setup: Setup) ->
     finally:
         assert lines.close() == 0
     assert ran(setup.log) == [("deploy", {"env": "prod"})]
+
+
+@pytest.fixture
+def http_server(setup: Setup) -> Any:
+    """The same server over streamable HTTP on a free local port; yields its URL."""
+    import socket
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(UPSTREAM), str(setup.log), "--http",
+                               str(port)], env=setup.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/mcp"
+    server.kill()
+    server.wait()
+
+
+async def test_an_http_upstream_is_governed_the_same(setup: Setup, http_server: str) -> None:
+    """stdio to the client, streamable HTTP to the server: allowed, denied, rewritten calls
+    and screened results, as over stdio."""
+    setup.extra = ["--upstream", http_server, "--header", "X-Trace: callwarden-test"]
+    async with stdio_client(StdioServerParameters(
+            command=str(CLI), args=["mcp", "--policy", str(setup.policy), *setup.extra],
+            env=setup.env)) as (read, write), \
+            ClientSession(read, write, read_timeout_seconds=TIMEOUT) as session:
+        await asyncio.wait_for(session.initialize(), TIMEOUT)
+        listed = {t.name for t in (await session.list_tools()).tools}
+        read_ok = await session.call_tool("read_file", {"path": "notes.txt"})
+        denied = await session.call_tool("delete_file", {"path": "notes.txt"})
+        capped = await session.call_tool("search", {"query": "x", "limit": 50})
+        dumped = await session.call_tool("env_dump", {})
+    assert "delete_file" not in listed and "read_file" in listed
+    assert text(read_ok) == "contents of notes.txt"
+    assert denied.is_error and "trash/" in text(denied)
+    assert text(capped) == "5 results for x"
+    assert "ghp_A1b2" not in text(dumped)
+    assert ran(setup.log) == [("read_file", {"path": "notes.txt"}),
+                              ("search", {"query": "x", "limit": 5}), ("env_dump", {})]
+
+
+def test_mcp_usage_errors_for_the_upstream(setup: Setup) -> None:
+    both = subprocess.run([str(CLI), "mcp", "--policy", str(setup.policy), "--upstream",
+                           "http://127.0.0.1:9/mcp", "--", "true"], capture_output=True,
+                          text=True, timeout=TIMEOUT, env=setup.env, check=False)
+    assert both.returncode == 2 and "one of the two" in both.stderr
+    header = subprocess.run([str(CLI), "mcp", "--policy", str(setup.policy), "--header", "x",
+                             "--upstream", "http://127.0.0.1:9/mcp"], capture_output=True,
+                            text=True, timeout=TIMEOUT, env=setup.env, check=False)
+    assert header.returncode == 2 and "NAME:VALUE" in header.stderr
+
+
+async def test_an_http_upstream_that_is_down_fails_the_client_fast(setup: Setup) -> None:
+    setup.extra = ["--upstream", "http://127.0.0.1:9/mcp"]
+    with pytest.raises(Exception):  # noqa: B017 - nothing listens: initialize fails, no hang
+        async with stdio_client(StdioServerParameters(
+                command=str(CLI), args=["mcp", "--policy", str(setup.policy), *setup.extra],
+                env=setup.env)) as (read, write), \
+                ClientSession(read, write, read_timeout_seconds=TIMEOUT) as session:
+            await asyncio.wait_for(session.initialize(), TIMEOUT)

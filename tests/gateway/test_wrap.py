@@ -22,7 +22,9 @@ def client_config(tmp_path: Path) -> Path:
     config.write_text(json.dumps({"theme": "dark", "mcpServers": {
         "Files": {"command": sys.executable, "args": [str(UPSTREAM), str(tmp_path / "ran")],
                   "env": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}},
-        "remote": {"url": "https://mcp.example.com/mcp"},
+        "remote": {"type": "http", "url": "https://mcp.example.com/mcp",
+                   "headers": {"Authorization": "Bearer t0k"}},
+        "odd": {"note": "neither"},
         "done": {"command": "callwarden", "args": ["mcp", "--policy", "p.yaml", "--", "x"]},
     }}, indent=2))
     return config
@@ -41,7 +43,8 @@ def test_wrap_prints_the_change_and_writes_it_only_when_asked(tmp_path: Path, ca
     assert main(["mcp", "wrap", str(config), "--policy", str(policy(tmp_path))]) == 0
     out, err = capsys.readouterr()
     assert "+        \"mcp\"," in out and "--name" in out
-    assert "remote: a 'url' server" in err and "done: already behind callwarden" in err
+    assert "odd: neither a 'command' nor a 'url'" in err
+    assert "done: already behind callwarden" in err
     assert config.read_text() == before  # a dry run
     assert main(["mcp", "wrap", str(config), "--policy", str(policy(tmp_path)),
                  "--write"]) == 0
@@ -52,7 +55,9 @@ def test_wrap_prints_the_change_and_writes_it_only_when_asked(tmp_path: Path, ca
                                  "--"]
     assert files["args"][6:] == [sys.executable, str(UPSTREAM), str(tmp_path / "ran")]
     assert files["env"]["PYTHONPATH"]  # kept
-    assert wrapped["mcpServers"]["remote"] == {"url": "https://mcp.example.com/mcp"}
+    assert wrapped["mcpServers"]["remote"] == {"command": "callwarden", "args": [
+        "mcp", "--policy", str(policy(tmp_path)), "--name", "remote", "--upstream",
+        "https://mcp.example.com/mcp", "--header", "Authorization: Bearer t0k"]}
     assert wrapped["theme"] == "dark"
     assert (tmp_path / "claude_desktop_config.json.bak").read_text() == before
     # Wrapping again changes nothing: every command server is already behind callwarden.

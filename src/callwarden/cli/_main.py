@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
 
     mcp = sub.add_parser("mcp", help="be an MCP server in front of another one: every tool "
                                      "call is decided by the policy (stdio)",
-                         usage="callwarden mcp --policy FILE [--name SERVER] -- COMMAND [ARG...]")
+                         usage="callwarden mcp --policy FILE [--name SERVER] "
+                               "(-- COMMAND [ARG...] | --upstream URL [--header K:V]...)")
     mcp.add_argument("--policy", "-p", required=True, type=Path, help="policy file")
     mcp.add_argument("--name", default=None,
                      help="the server's name in policy tool names (mcp__NAME__TOOL); default: "
@@ -101,13 +102,18 @@ def _parser() -> argparse.ArgumentParser:
                           "default)")
     mcp.add_argument("--call-timeout", type=float, default=120.0, metavar="SECONDS",
                      help="how long a tool call may take upstream (default 120)")
+    mcp.add_argument("--upstream", default=None, metavar="URL",
+                     help="the MCP server at this URL (streamable HTTP) instead of a command")
+    mcp.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
+                     help="an HTTP header for --upstream (repeatable), e.g. "
+                          "'Authorization: Bearer ...'")
     mcp.add_argument("--no-pin", action="store_true",
                      help="do not pin tool definitions (by default a tool whose description "
                           "or input schema changed since first seen is refused until "
                           "'callwarden mcp accept SERVER TOOL')")
     mcp.add_argument("--session", default=None,
                      help="the session the calls belong to (default: one per gateway process)")
-    mcp.add_argument("upstream", nargs=argparse.REMAINDER,
+    mcp.add_argument("server_command", nargs=argparse.REMAINDER,
                      help="-- then the MCP server's command and arguments")
 
     from callwarden.cli.approvals import add_approvals_parser
@@ -408,14 +414,27 @@ def _mcp(args: argparse.Namespace, out: TextIO) -> int:
     import asyncio
 
     from callwarden._guard import Guard
-    from callwarden.gateway import Gateway
+    from callwarden.gateway import Gateway, HttpUpstream, ProcessUpstream
 
-    command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
-    if not command:
-        print("callwarden mcp: give the MCP server to run after --, e.g. callwarden mcp "
-              "--policy policy.yaml -- npx -y @modelcontextprotocol/server-filesystem .",
-              file=sys.stderr)
+    command = args.server_command[1:] if args.server_command[:1] == ["--"] \
+        else args.server_command
+    if bool(command) == bool(args.upstream):
+        print("callwarden mcp: give the MCP server to run after -- (e.g. callwarden mcp "
+              "--policy policy.yaml -- npx -y @modelcontextprotocol/server-filesystem .), "
+              "or its URL with --upstream, one of the two", file=sys.stderr)
         return EXIT_USAGE
+    headers = {}
+    for header in args.header:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            print(f"callwarden mcp: --header {header!r} is not NAME:VALUE", file=sys.stderr)
+            return EXIT_USAGE
+        headers[name.strip()] = value.strip()
+    if headers and not args.upstream:
+        print("callwarden mcp: --header goes with --upstream", file=sys.stderr)
+        return EXIT_USAGE
+    upstream = HttpUpstream(args.upstream, headers) if args.upstream \
+        else ProcessUpstream(command)
     if args.call_timeout <= 0:
         print("callwarden mcp: --call-timeout must be more than 0 seconds", file=sys.stderr)
         return EXIT_USAGE
@@ -424,7 +443,7 @@ def _mcp(args: argparse.Namespace, out: TextIO) -> int:
                       call_timeout=args.call_timeout, session=args.session,
                       pin=not args.no_pin)
     try:
-        return asyncio.run(gateway.serve_stdio(command))
+        return asyncio.run(gateway.serve_stdio(upstream))
     except KeyboardInterrupt:
         return 130
     finally:

@@ -8,7 +8,8 @@ tool profiles already know).
 """
 
 from callwarden.gateway._proxy import Gateway, policy_tool_name, server_slug
+from callwarden.gateway._upstream import HttpUpstream, ProcessUpstream, Upstream
 from callwarden.gateway._wrap import Wrapped, wrap_config, write_with_backup
 
-__all__ = ["Gateway", "Wrapped", "policy_tool_name", "server_slug", "wrap_config",
-           "write_with_backup"]
+__all__ = ["Gateway", "HttpUpstream", "ProcessUpstream", "Upstream", "Wrapped",
+           "policy_tool_name", "server_slug", "wrap_config", "write_with_backup"]

@@ -39,6 +39,7 @@ from callwarden._messages import (
     undecided,
 )
 from callwarden.exceptions import ApprovalPending
+from callwarden.gateway._upstream import MAX_MESSAGE, Upstream, encode, read_line
 
 # What a tool's pin says (callwarden.approvals.ToolPins; reached through the guard).
 NEW, SAME, CHANGED = "new", "same", "changed"
@@ -46,14 +47,12 @@ NEW, SAME, CHANGED = "new", "same", "changed"
 __all__ = ["Gateway", "policy_tool_name", "server_slug"]
 
 _perf = time.perf_counter
-MAX_MESSAGE = 16 * 1024 * 1024  # one JSON-RPC message (a line) at most
 # JSON-RPC error codes.
 _PARSE_ERROR = -32700
 _INVALID_REQUEST = -32600
 _INTERNAL_ERROR = -32603
 _HALTED = -32001  # the policy halted the session
 _UPSTREAM_GONE = -32002  # the server exited or did not answer in time
-_STOP_GRACE = 2.0  # seconds the server gets to exit after its stdin closes
 _DRAIN = 10.0  # seconds the server gets to answer what a departed client asked
 
 
@@ -156,43 +155,34 @@ class Gateway:
 
     # -- running --------------------------------------------------------------------------
 
-    async def serve_stdio(self, command: list[str]) -> int:
-        """Serves MCP on this process's stdin / stdout, forwarding to ``command`` (started
-        here, speaking MCP over its stdin / stdout); returns the exit status."""
+    async def serve_stdio(self, upstream: Upstream) -> int:
+        """Serves MCP on this process's stdin / stdout, forwarding to ``upstream``; returns
+        the exit status."""
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=MAX_MESSAGE)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         out = sys.stdout.buffer
 
         def write(message: dict[str, Any]) -> None:
-            out.write(_encode(message))
+            out.write(encode(message))
             out.flush()
 
-        return await self.serve(reader, write, command)
+        return await self.serve(reader, write, upstream)
 
     async def serve(self, client: asyncio.StreamReader,
-                    write: Callable[[dict[str, Any]], None], command: list[str]) -> int:
+                    write: Callable[[dict[str, Any]], None], upstream: Upstream) -> int:
         """Runs the gateway between a client (``client`` lines in, ``write`` messages out) and
-        the server ``command``; returns when either side ends or the policy halts."""
+        the server; returns when either side ends or the policy halts."""
         self._to_client = write
         try:
-            server = await asyncio.create_subprocess_exec(
-                *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                limit=MAX_MESSAGE)
-        except OSError as e:
-            print(f"callwarden mcp: cannot start the MCP server {command[0]!r}: {e}",
+            await upstream.start()
+        except Exception as e:
+            print(f"callwarden mcp: cannot reach the MCP server ({upstream}): {e}",
                   file=sys.stderr)
             return 1
-        stdin = server.stdin
-        assert stdin is not None and server.stdout is not None
-
-        def send(message: dict[str, Any]) -> None:
-            if not stdin.is_closing():
-                stdin.write(_encode(message))
-
-        self._to_server = send
+        self._to_server = upstream.send
         tasks = [asyncio.ensure_future(self._from_client(client)),
-                 asyncio.ensure_future(self._from_server(server.stdout)),
+                 asyncio.ensure_future(self._from_server(upstream)),
                  asyncio.ensure_future(self._ended.wait())]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -208,7 +198,7 @@ class Gateway:
                 answer.cancel()
             self._fail_pending("the MCP server behind callwarden is gone; the call's outcome "
                                "is unknown")
-            await _stop(server)
+            await upstream.stop()
         return 0 if self._halted is None else 3
 
     async def _drained(self) -> None:
@@ -219,7 +209,7 @@ class Gateway:
 
     async def _from_client(self, reader: asyncio.StreamReader) -> None:
         while True:
-            line = await _read_line(reader)
+            line = await read_line(reader, MAX_MESSAGE)
             if line is None:
                 return
             if isinstance(line, Exception):
@@ -401,19 +391,10 @@ class Gateway:
 
     # -- server to client -----------------------------------------------------------------
 
-    async def _from_server(self, reader: asyncio.StreamReader) -> None:
-        while True:
-            line = await _read_line(reader)
-            if line is None:
-                return
-            if isinstance(line, Exception) or not line.strip():
+    async def _from_server(self, upstream: Upstream) -> None:
+        async for message in upstream.messages():
+            if message is None:
                 continue  # a call it was meant to answer times out: the client hears of it
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(message, dict):
-                continue
             if "method" not in message and "id" in message:
                 forwarded = self._pending.pop(_key(message["id"]), None)
                 if forwarded is not None:
@@ -571,43 +552,3 @@ def _input_required(msg_id: Any, pending: ApprovalPending) -> dict[str, Any]:
 
 def _key(msg_id: Any) -> str:
     return json.dumps(msg_id, sort_keys=True)
-
-
-def _encode(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-
-
-async def _read_line(reader: asyncio.StreamReader) -> bytes | Exception | None:
-    """The next line; None at the end; an exception for a line over the size limit (the
-    rest of it is skipped)."""
-    try:
-        line = await reader.readuntil(b"\n")
-    except asyncio.IncompleteReadError as e:
-        return e.partial or None
-    except asyncio.LimitOverrunError as e:
-        await reader.readexactly(e.consumed)
-        while True:  # drop the rest of the oversized line
-            try:
-                await reader.readuntil(b"\n")
-                break
-            except asyncio.LimitOverrunError as more:
-                await reader.readexactly(more.consumed)
-            except asyncio.IncompleteReadError:
-                break
-        return ValueError(f"a message longer than {MAX_MESSAGE} bytes was dropped")
-    return line
-
-
-async def _stop(server: asyncio.subprocess.Process) -> None:
-    """Closes the server's stdin, then stops it if it does not exit by itself."""
-    if server.returncode is not None:
-        return
-    with contextlib.suppress(Exception):
-        assert server.stdin is not None
-        server.stdin.close()
-    try:
-        await asyncio.wait_for(server.wait(), _STOP_GRACE)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            server.kill()
-        await server.wait()

@@ -6,7 +6,8 @@ Code's, Goose's exported JSON, ...) lists servers under ``mcpServers`` (VS Code:
 each a ``command`` with ``args`` and ``env``, or a ``url``. Each command server becomes
 ``callwarden mcp --policy P --name NAME -- COMMAND ARGS...`` with its ``env`` kept, so the
 policy sees its tools as ``mcp__NAME__TOOL``. Servers already wrapped are left as they are;
-``url`` servers are left as they are and reported (the gateway speaks stdio for now).
+``url`` servers become ``callwarden mcp ... --upstream URL`` (their ``headers`` as
+``--header``).
 """
 
 from __future__ import annotations
@@ -75,8 +76,20 @@ def wrap_config(text: str, policy: str, *, command: str = "callwarden") -> Wrapp
                 "mcp", "--policy", policy, "--name", server_slug(name), "--", server["command"],
                 *args]}
             wrapped.append(name)
+        elif isinstance(server.get("url"), str) and server["url"]:
+            headers = server.get("headers", {})
+            if not isinstance(headers, Mapping) or not all(
+                    isinstance(v, str) for v in headers.values()):
+                skipped.append(f"{name}: 'headers' is not an object of strings")
+                continue
+            rest = {k: v for k, v in server.items() if k not in ("url", "headers", "type")}
+            servers[name] = {**rest, "command": command, "args": [
+                "mcp", "--policy", policy, "--name", server_slug(name), "--upstream",
+                server["url"], *(f for k, v in headers.items() for f in ("--header",
+                                                                           f"{k}: {v}"))]}
+            wrapped.append(name)
         else:
-            skipped.append(f"{name}: a 'url' server (the gateway speaks stdio for now)")
+            skipped.append(f"{name}: neither a 'command' nor a 'url'")
     after = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
     return Wrapped(text, after, wrapped, skipped)
 

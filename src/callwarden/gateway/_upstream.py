@@ -1,0 +1,182 @@
+"""The MCP server behind the gateway: a process speaking MCP over its stdin / stdout, or a
+server at a URL speaking streamable HTTP (through the MCP SDK's client transport)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
+
+__all__ = ["MAX_MESSAGE", "HttpUpstream", "ProcessUpstream", "Upstream", "encode", "read_line"]
+
+MAX_MESSAGE = 16 * 1024 * 1024  # one JSON-RPC message (a line) at most
+_STOP_GRACE = 2.0  # seconds the server gets to exit after its stdin closes
+
+
+class Upstream(Protocol):
+    """Where the gateway forwards: JSON-RPC messages (dicts) out and in."""
+
+    async def start(self) -> None:
+        """Connects (raises when the server cannot be reached)."""
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Sends a message (without waiting)."""
+
+    def messages(self) -> AsyncIterator[dict[str, Any] | None]:
+        """The server's messages until it goes away; None for one that could not be read."""
+
+    async def stop(self) -> None:
+        """Disconnects (stops a server process)."""
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    """A JSON-RPC message as one line."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+async def read_line(reader: asyncio.StreamReader, limit: int) -> bytes | Exception | None:
+    """The next line; None at the end; an exception for a line over ``limit`` bytes (the
+    rest of it is skipped)."""
+    try:
+        return await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as e:
+        return e.partial or None
+    except asyncio.LimitOverrunError as e:
+        await reader.readexactly(e.consumed)
+        while True:  # drop the rest of the oversized line
+            try:
+                await reader.readuntil(b"\n")
+                break
+            except asyncio.LimitOverrunError as more:
+                await reader.readexactly(more.consumed)
+            except asyncio.IncompleteReadError:
+                break
+        return ValueError(f"a message longer than {limit} bytes was dropped")
+
+
+class ProcessUpstream:
+    """An MCP server started as a process, over its stdin / stdout."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.command = command
+        self._process: asyncio.subprocess.Process | None = None
+
+    def __str__(self) -> str:
+        return " ".join(self.command)
+
+    async def start(self) -> None:
+        self._process = await asyncio.create_subprocess_exec(
+            *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            limit=MAX_MESSAGE)
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self._process is not None and self._process.stdin is not None
+        if not self._process.stdin.is_closing():
+            self._process.stdin.write(encode(message))
+
+    async def messages(self) -> AsyncIterator[dict[str, Any] | None]:
+        assert self._process is not None and self._process.stdout is not None
+        while True:
+            line = await read_line(self._process.stdout, MAX_MESSAGE)
+            if line is None:
+                return
+            if isinstance(line, Exception) or not line.strip():
+                yield None
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                yield None
+                continue
+            yield message if isinstance(message, dict) else None
+
+    async def stop(self) -> None:
+        """Closes the server's stdin, then stops it if it does not exit by itself."""
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(Exception):
+            assert process.stdin is not None
+            process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), _STOP_GRACE)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+
+
+class HttpUpstream:
+    """An MCP server at a URL, over streamable HTTP (the MCP SDK's client transport), with
+    extra request headers (e.g. ``Authorization``)."""
+
+    def __init__(self, url: str, headers: Mapping[str, str] | None = None) -> None:
+        self.url = url
+        self.headers = dict(headers or {})
+        self._stack = contextlib.AsyncExitStack()
+        self._outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._failed = asyncio.Event()
+        self._streams: Any = None
+        self._pump: asyncio.Task[None] | None = None
+
+    def __str__(self) -> str:
+        return self.url
+
+    async def start(self) -> None:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        client = await self._stack.enter_async_context(
+            create_mcp_http_client(headers=self.headers))
+        self._streams = await self._stack.enter_async_context(
+            streamable_http_client(self.url, http_client=client))
+        self._pump = asyncio.ensure_future(self._send_all())
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._outbox.put_nowait(message)
+
+    async def _send_all(self) -> None:
+        from mcp.shared.message import SessionMessage
+        from mcp_types.jsonrpc import jsonrpc_message_adapter
+
+        write = self._streams[1]
+        try:
+            while True:
+                message = await self._outbox.get()
+                try:
+                    parsed = jsonrpc_message_adapter.validate_python(message)
+                except ValueError:
+                    continue  # not a JSON-RPC message the transport can carry
+                await write.send(SessionMessage(parsed))
+        except Exception:  # the transport is gone: the gateway ends, failing what it owed
+            self._failed.set()
+
+    async def messages(self) -> AsyncIterator[dict[str, Any] | None]:
+        from mcp_types.jsonrpc import jsonrpc_message_adapter
+
+        read = self._streams[0]
+        while not self._failed.is_set():
+            receive = asyncio.ensure_future(read.receive())
+            failed = asyncio.ensure_future(self._failed.wait())
+            done, _ = await asyncio.wait({receive, failed}, return_when=asyncio.FIRST_COMPLETED)
+            failed.cancel()
+            if receive not in done:
+                receive.cancel()
+                return
+            try:
+                item = receive.result()
+            except Exception:  # the stream ended
+                return
+            if isinstance(item, Exception):
+                yield None
+                continue
+            yield jsonrpc_message_adapter.dump_python(item.message, by_alias=True, mode="json",
+                                                      exclude_unset=True)
+
+    async def stop(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._stack.aclose(), _STOP_GRACE)
