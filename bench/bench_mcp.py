@@ -1,24 +1,30 @@
 """What ``callwarden mcp`` adds to a tool call: the same MCP client calling the same server
-directly and through the gateway, over stdio, interleaved.
+directly and through the gateway, interleaved: a server over stdio, and one over streamable
+HTTP (the gateway in front of it reached over stdio).
 
 Run: .venv/bin/python bench/bench_mcp.py [CALLS]   (default 400 calls a way)
 
 Prints the median and p99 (ms) of one ``tools/call`` round trip each way, and the median added
-by the gateway (the goal is 0.5 ms or less). The policy has 12 rules of the realistic kind and
+by the gateway (the goal is 0.5 ms or less over stdio). The policy has 12 rules of the realistic kind and
 a secrets-redacting output rule; the call is allowed and its result screened.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 HERE = Path(__file__).parent
 SERVER = HERE.parent / "tests" / "fixtures" / "mcp_files_server.py"
@@ -47,8 +53,11 @@ rules:
 """
 
 
-async def round_trips(params: StdioServerParameters, n: int) -> list[float]:
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+async def round_trips(params: StdioServerParameters | str, n: int) -> list[float]:
+    """``n`` timed calls over stdio (``params``) or streamable HTTP (a URL)."""
+    transport = streamable_http_client(params) if isinstance(params, str) \
+        else stdio_client(params)
+    async with transport as streams, ClientSession(streams[0], streams[1]) as session:
         await session.initialize()
         for i in range(20):  # warm-up
             await session.call_tool("read_file", {"path": f"warm/{i}.txt"})
@@ -73,16 +82,43 @@ async def main() -> None:
         direct = StdioServerParameters(command=upstream[0], args=upstream[1:])
         gated = StdioServerParameters(command=str(CLI), args=["mcp", "--policy", str(policy),
                                                               "--", *upstream])
-        times: dict[str, list[float]] = {"direct": [], "through callwarden mcp": []}
-        for _ in range(4):  # interleaved rounds: drift on a busy machine hits both alike
-            times["direct"] += await round_trips(direct, CALLS // 4)
-            times["through callwarden mcp"] += await round_trips(gated, CALLS // 4)
-    print(f"tools/call round trip over stdio, {CALLS} calls each (ms)")
+        with http_server(log) as url:
+            gated_http = StdioServerParameters(command=str(CLI), args=[
+                "mcp", "--policy", str(policy), "--upstream", url])
+            ways = {"stdio, direct": direct, "stdio, through callwarden mcp": gated,
+                    "HTTP, direct": url, "HTTP, through callwarden mcp": gated_http}
+            times: dict[str, list[float]] = {name: [] for name in ways}
+            for _ in range(4):  # interleaved rounds: drift on a busy machine hits all alike
+                for name, way in ways.items():
+                    times[name] += await round_trips(way, CALLS // 4)
+    print(f"tools/call round trip, {CALLS} calls each (ms)")
     for name, values in times.items():
-        print(f"  {name:24} median {statistics.median(values):7.3f}   p99 {p99(values):7.3f}")
-    added = statistics.median(times["through callwarden mcp"]) - \
-        statistics.median(times["direct"])
-    print(f"  added by the gateway: median {added:.3f} ms (goal <= 0.5 ms)")
+        print(f"  {name:30} median {statistics.median(values):7.3f}   p99 {p99(values):7.3f}")
+    for kind in ("stdio", "HTTP"):
+        added = statistics.median(times[f"{kind}, through callwarden mcp"]) - \
+            statistics.median(times[f"{kind}, direct"])
+        goal = " (goal <= 0.5 ms)" if kind == "stdio" else ""
+        print(f"  added by the gateway, {kind}: median {added:.3f} ms{goal}")
+
+
+@contextlib.contextmanager
+def http_server(log: Path) -> Any:
+    """The test server over streamable HTTP on a free local port; yields its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(SERVER), str(log), "--http", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.kill()
+        server.wait()
 
 
 if __name__ == "__main__":

@@ -160,15 +160,15 @@ class HttpUpstream:
         while not self._failed.is_set():
             receive = asyncio.ensure_future(read.receive())
             failed = asyncio.ensure_future(self._failed.wait())
-            done, _ = await asyncio.wait({receive, failed}, return_when=asyncio.FIRST_COMPLETED)
-            failed.cancel()
-            if receive not in done:
-                receive.cancel()
-                return
             try:
-                item = receive.result()
-            except Exception:  # the stream ended
-                return
+                await asyncio.wait({receive, failed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                failed.cancel()
+                if not receive.done():
+                    receive.cancel()
+            if receive.cancelled() or receive.exception() is not None:
+                return  # the stream ended, or the transport failed
+            item = receive.result()
             if isinstance(item, Exception):
                 yield None
                 continue
@@ -176,7 +176,10 @@ class HttpUpstream:
                                                       exclude_unset=True)
 
     async def stop(self) -> None:
+        import anyio
+
         if self._pump is not None:
             self._pump.cancel()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._stack.aclose(), _STOP_GRACE)
+        # In the task that entered the transport (its cancel scopes require it), bounded.
+        with anyio.move_on_after(_STOP_GRACE), contextlib.suppress(Exception):
+            await self._stack.aclose()
