@@ -501,3 +501,31 @@ async def test_an_http_upstream_that_is_down_fails_the_client_fast(setup: Setup)
                 env=setup.env)) as (read, write), \
                 ClientSession(read, write, read_timeout_seconds=TIMEOUT) as session:
             await asyncio.wait_for(session.initialize(), TIMEOUT)
+
+
+async def test_annotations_feed_profiles_and_descriptions_reach_rules(tmp_path: Path) -> None:
+    """A tool's annotations (destructiveHint) give it a side effect policies match on; its
+    description is ``context.mcp.description`` for rules on instructions hidden in it."""
+    policy = """\
+version: 1
+rules:
+  - id: no-destructive
+    match: {{side_effect: destructive}}
+    effect: deny
+    message: Destructive tools are not available to this agent.
+  - id: injected-description
+    match: {{tool: "mcp__*"}}
+    if: 'context.mcp.description.matches("(?i)ignore (all )?previous instructions")'
+    effect: deny
+    message: This tool's description tries to instruct the model; it is not used.
+"""
+    setup = Setup(tmp_path, policy, "--show-refused")
+    async with setup.session() as session:
+        await session.list_tools()
+        deleted = await session.call_tool("delete_file", {"path": "a"})
+        summarized = await session.call_tool("summarize", {"text": "hello"})
+        read = await session.call_tool("read_file", {"path": "a"})
+    assert deleted.is_error and "Destructive tools" in text(deleted)
+    assert summarized.is_error and "tries to instruct" in text(summarized)
+    assert not read.is_error
+    assert ran(setup.log) == [("read_file", {"path": "a"})]

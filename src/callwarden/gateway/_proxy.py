@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import re
 import sys
@@ -38,6 +39,7 @@ from callwarden._messages import (
     tool_changed,
     undecided,
 )
+from callwarden._profiles import SideEffect, ToolProfile, default_profile
 from callwarden.exceptions import ApprovalPending
 from callwarden.gateway._upstream import MAX_MESSAGE, Upstream, encode, read_line
 
@@ -135,6 +137,8 @@ class Gateway:
         self._halted: Decision | None = None
         self._pin = pin
         self._pinned: dict[str, str] = {}  # tool -> "same" / "changed", as last listed
+        self._listing: dict[str, dict[str, Any]] = {}  # tool -> its definition, as listed
+        self._hinted: dict[str, ToolProfile] = {}  # profiles from the tools' annotations
         self._calls: set[asyncio.Task[None]] = set()  # tools/call being decided
         # Elicitation: whether the client (2025 protocol) said it can, our requests to it
         # awaiting an answer, and the calls each approval request was put to it for.
@@ -272,7 +276,8 @@ class Gateway:
         try:
             await self._take_answer(params, asked)
             try:
-                decision = await self._enforcer.adecide(tool, arguments, call_id=str(msg_id))
+                decision = await self._enforcer.adecide(tool, arguments, call_id=str(msg_id),
+                                                        context=self._context(name))
             except ApprovalPending as pending:
                 if modern and _can_elicit(params):  # the client asks its user, then retries
                     self._asked[pending.request_id] = asked
@@ -280,7 +285,8 @@ class Gateway:
                     return
                 if not modern and self._elicits and await self._elicit(pending):
                     decision = await self._enforcer.adecide(tool, arguments,
-                                                            call_id=str(msg_id))
+                                                            call_id=str(msg_id),
+                                                            context=self._context(name))
                 else:
                     raise
         except ApprovalPending as pending:
@@ -426,6 +432,8 @@ class Gateway:
         named = [t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
         if self._pin and self._server is not None:
             self._pinned.update(await asyncio.to_thread(self._check_pins, named))
+        self._listing.update((t["name"], t) for t in named)
+        self._learn_profiles(named)
         engine = self._enforcer.guard.engine
         server = self._server or "upstream"
         kept = [t for t in named
@@ -433,6 +441,41 @@ class Gateway:
                 and not (self._hide and engine.refuses_every_call(
                     policy_tool_name(server, t["name"])))]
         return {**message, "result": {**result, "tools": kept}}  # type: ignore[dict-item]
+
+    def _context(self, name: str) -> dict[str, Any]:
+        """What rules see of the tool as listed (``context.mcp``): its server, name,
+        description (for a rule on instructions hidden in it) and annotations."""
+        listed = self._listing.get(name, {})
+        description = listed.get("description")
+        annotations = listed.get("annotations")
+        return {"mcp": {"server": self._server, "tool": name,
+                        "description": description[:4000] if isinstance(description, str)
+                        else "",
+                        "annotations": annotations if isinstance(annotations, dict) else {}}}
+
+    def _learn_profiles(self, tools: list[dict[str, Any]]) -> None:
+        """Profiles from the tools' annotations (``readOnlyHint``, ``destructiveHint``,
+        ``openWorldHint``: the server's own claims) for tools the policy has no profile for;
+        the guard is rebuilt on the same store, audit log and approvals when they change."""
+        guard = self._enforcer.guard
+        hinted = dict(self._hinted)
+        for tool in tools:
+            name = policy_tool_name(self._server or "upstream", tool["name"])
+            effect = _annotated_side_effect(tool.get("annotations"))
+            base = default_profile(name)
+            if effect is None or guard.engine.profile(name) not in (base, hinted.get(name)):
+                continue  # no claim, or the policy's own profile decides
+            hinted[name] = base.merged(side_effect=effect, source="mcp annotations")
+        if hinted == self._hinted:
+            return
+        self._hinted = hinted
+        loaded = guard.loaded
+        profiles = {**hinted, **loaded.profiles}
+        rebuilt = Guard.from_loaded(dataclasses.replace(loaded, profiles=profiles),
+                                    state=guard.engine.store,
+                                    audit=guard.auditor if guard.auditor is not None else False,
+                                    approvals=guard.approvals)
+        self._enforcer = Enforcer(rebuilt, framework="mcp", session=self._enforcer.session)
 
     def _check_pins(self, tools: list[dict[str, Any]]) -> dict[str, str]:
         pins = self._enforcer.guard.approvals.pins
@@ -506,6 +549,22 @@ def _server_name(result: Any) -> str | None:
                  meta.get(_META_SERVER_INFO) if isinstance(meta, dict) else None):
         if isinstance(info, dict) and isinstance(info.get("name"), str) and info["name"]:
             return str(info["name"])
+    return None
+
+
+def _annotated_side_effect(annotations: Any) -> SideEffect | None:
+    """The side effect a tool's MCP annotations claim, from the hints given (not their
+    defaults): read-only, destructive, open-world (external), or a write."""
+    if not isinstance(annotations, dict):
+        return None
+    if annotations.get("readOnlyHint") is True:
+        return SideEffect.READ
+    if annotations.get("destructiveHint") is True:
+        return SideEffect.DESTRUCTIVE
+    if annotations.get("openWorldHint") is True:
+        return SideEffect.EXTERNAL
+    if annotations.get("readOnlyHint") is False and annotations.get("destructiveHint") is False:
+        return SideEffect.WRITE
     return None
 
 
