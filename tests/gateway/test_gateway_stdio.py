@@ -529,3 +529,35 @@ rules:
     assert summarized.is_error and "tries to instruct" in text(summarized)
     assert not read.is_error
     assert ran(setup.log) == [("read_file", {"path": "a"})]
+
+
+async def test_a_failure_inside_the_gateway_answers_the_call_and_runs_nothing(
+        setup: Setup) -> None:
+    """In process: a gateway whose decision step breaks (a bug, injected here) answers the
+    call with a JSON-RPC error instead of leaving the client waiting; the server never sees
+    the call."""
+    from callwarden.gateway import Gateway, ProcessUpstream
+
+    class Broken(Gateway):
+        async def _call(self, message: dict[str, Any]) -> None:
+            raise RuntimeError("injected")
+
+    guard = Guard.from_file(setup.policy)
+    replies: list[dict[str, Any]] = []
+    client = asyncio.StreamReader()
+    for message in ({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}},
+            {"id": 2, "method": "tools/call",
+             "params": {"name": "read_file", "arguments": {"path": "a"}}}):
+        client.feed_data(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+    client.feed_eof()
+    try:
+        code = await asyncio.wait_for(Broken(guard).serve(client, replies.append, ProcessUpstream(
+            [sys.executable, str(UPSTREAM), str(setup.log)])), TIMEOUT)
+    finally:
+        guard.close()
+    assert code == 0
+    failed = next(r for r in replies if r.get("id") == 2)
+    assert failed["error"]["code"] == -32603 and "injected" in failed["error"]["message"]
+    assert ran(setup.log) == []

@@ -234,7 +234,7 @@ class Gateway:
             method = message.get("method")
             if method == "tools/call" and "id" in message:
                 # A task: deciding may wait for the client's own answer to an elicitation.
-                task = asyncio.ensure_future(self._call(message))
+                task = asyncio.ensure_future(self._call_safely(message))
                 self._calls.add(task)
                 task.add_done_callback(self._calls.discard)
                 continue
@@ -247,6 +247,17 @@ class Gateway:
             if isinstance(method, str) and "id" in message:
                 self._track(_Forwarded(method, message["id"]))
             self._to_server(message)
+
+    async def _call_safely(self, message: dict[str, Any]) -> None:
+        """:meth:`_call`, with any failure of the gateway's own answered as an error: the
+        client is never left waiting, and the server never sees an undecided call."""
+        try:
+            await self._call(message)
+        except Exception as e:
+            with contextlib.suppress(Exception):
+                self._to_client(_error(message.get("id"), _INTERNAL_ERROR,
+                                       f"callwarden: the call was not run ({type(e).__name__}: "
+                                       f"{e})"))
 
     async def _call(self, message: dict[str, Any]) -> None:
         """Decides a ``tools/call``; forwards it when allowed, answers it otherwise."""
