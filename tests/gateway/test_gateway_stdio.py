@@ -436,25 +436,30 @@ def test_an_ask_is_put_to_a_2026_clients_user_as_input_required(setup: Setup) ->
     assert ran(setup.log) == [("deploy", {"env": "prod"})]
 
 
-@pytest.fixture
-def http_server(setup: Setup) -> Any:
-    """The same server over streamable HTTP on a free local port; yields its URL."""
+def start_http_server(log: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """The test server over streamable HTTP on a free local port, once it listens."""
     import socket
     import time
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, str(UPSTREAM), str(setup.log), "--http",
-                               str(port)], env=setup.env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen([sys.executable, str(UPSTREAM), str(log), "--http", str(port)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 break
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/mcp"
+    return server, f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture
+def http_server(setup: Setup) -> Any:
+    """The same server over streamable HTTP; yields its URL."""
+    server, url = start_http_server(setup.log, setup.env)
+    yield url
     server.kill()
     server.wait()
 
@@ -561,3 +566,58 @@ async def test_a_failure_inside_the_gateway_answers_the_call_and_runs_nothing(
     failed = next(r for r in replies if r.get("id") == 2)
     assert failed["error"]["code"] == -32603 and "injected" in failed["error"]["message"]
     assert ran(setup.log) == []
+
+
+async def test_several_servers_behind_one_gateway(tmp_path: Path) -> None:
+    """``--config`` in the mcpServers format: one stdio server and one over HTTP, offered as
+    SERVER__TOOL, each call decided as mcp__SERVER__TOOL and sent to its own server."""
+    setup = Setup(tmp_path, POLICY.replace("mcp__files__search", "mcp__remote__search"))
+    remote_log = tmp_path / "remote.jsonl"
+    remote, url = start_http_server(remote_log, setup.env)
+    try:
+        config = tmp_path / "servers.json"
+        config.write_text(json.dumps({"mcpServers": {
+            "files": {"command": sys.executable, "args": [str(UPSTREAM), str(setup.log)],
+                      "env": {"PYTHONPATH": setup.env["PYTHONPATH"]}},
+            "remote": {"url": url}}}))
+        params = StdioServerParameters(command=str(CLI), args=[
+            "mcp", "--policy", str(setup.policy), "--config", str(config)], env=setup.env)
+        async with stdio_client(params) as (read, write), \
+                ClientSession(read, write, read_timeout_seconds=TIMEOUT) as session:
+            hello = await asyncio.wait_for(session.initialize(), TIMEOUT)
+            listed = {t.name for t in (await session.list_tools()).tools}
+            local = await session.call_tool("files__read_file", {"path": "a"})
+            capped = await session.call_tool("remote__search", {"query": "q", "limit": 50})
+            denied = await session.call_tool("files__delete_file", {"path": "a"})
+            remote_delete = await session.call_tool("remote__delete_file", {"path": "b"})
+            with pytest.raises(MCPError):
+                await session.call_tool("nope", {})
+    finally:
+        remote.kill()
+        remote.wait()
+    assert "callwarden" in json.dumps(hello.model_dump(mode="json"))
+    assert {"files__read_file", "remote__read_file", "remote__delete_file"} <= listed
+    assert "files__delete_file" not in listed  # refused whatever its arguments
+    assert text(local) == "contents of a" and text(capped) == "5 results for q"
+    assert denied.is_error and not remote_delete.is_error
+    assert ran(setup.log) == [("read_file", {"path": "a"})]
+    assert ran(remote_log) == [("search", {"query": "q", "limit": 5}),
+                               ("delete_file", {"path": "b"})]
+    tools = {e["tool"] for e in setup.events() if e["type"] == "decision"}
+    assert {"mcp__files__read_file", "mcp__remote__search", "mcp__files__delete_file"} <= tools
+
+
+def test_a_servers_config_that_is_not_one_is_a_usage_error(setup: Setup) -> None:
+    bad = setup.root / "servers.json"
+    for text_, said in (('{"mcpServers": {}}', "at least one server"),
+                        ('{"mcpServers": {"a": {"args": []}}}', "give a 'command' or a 'url'"),
+                        ("nope", "not JSON")):
+        bad.write_text(text_)
+        done = subprocess.run([str(CLI), "mcp", "--policy", str(setup.policy), "--config",
+                               str(bad)], capture_output=True, text=True, timeout=TIMEOUT,
+                              env=setup.env, check=False)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+    both = subprocess.run([str(CLI), "mcp", "--policy", str(setup.policy), "--config",
+                           str(bad), "--", "true"], capture_output=True, text=True,
+                          timeout=TIMEOUT, env=setup.env, check=False)
+    assert both.returncode == 2 and "--config names the servers" in both.stderr

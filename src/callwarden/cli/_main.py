@@ -92,7 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     mcp = sub.add_parser("mcp", help="be an MCP server in front of another one: every tool "
                                      "call is decided by the policy (stdio)",
                          usage="callwarden mcp --policy FILE [--name SERVER] "
-                               "(-- COMMAND [ARG...] | --upstream URL [--header K:V]...)")
+                               "(-- COMMAND [ARG...] | --upstream URL [--header K:V]... | "
+                               "--config SERVERS.json)")
     mcp.add_argument("--policy", "-p", required=True, type=Path, help="policy file")
     mcp.add_argument("--name", default=None,
                      help="the server's name in policy tool names (mcp__NAME__TOOL); default: "
@@ -104,6 +105,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="how long a tool call may take upstream (default 120)")
     mcp.add_argument("--upstream", default=None, metavar="URL",
                      help="the MCP server at this URL (streamable HTTP) instead of a command")
+    mcp.add_argument("--config", default=None, type=Path, metavar="SERVERS.json",
+                     help="several servers, in the mcpServers format clients use: their tools "
+                          "are offered as SERVER__TOOL")
     mcp.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
                      help="an HTTP header for --upstream (repeatable), e.g. "
                           "'Authorization: Bearer ...'")
@@ -410,6 +414,32 @@ def _mcp_accept(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def _mcp_config(args: argparse.Namespace, command: list[str]) -> int:
+    import asyncio
+
+    from callwarden._guard import Guard
+    from callwarden.gateway import Router, load_servers, serve_stdio
+
+    if command or args.upstream or args.name or args.header:
+        print("callwarden mcp: --config names the servers; give no command, --upstream, "
+              "--name or --header with it", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        upstreams = load_servers(args.config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        print(f"callwarden mcp: {args.config}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    guard = Guard.from_file(args.policy)
+    router = Router(guard, upstreams, hide_refused=not args.show_refused,
+                    call_timeout=args.call_timeout, session=args.session, pin=not args.no_pin)
+    try:
+        return asyncio.run(serve_stdio(router.serve))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        guard.close()
+
+
 def _mcp(args: argparse.Namespace, out: TextIO) -> int:
     import asyncio
 
@@ -418,6 +448,8 @@ def _mcp(args: argparse.Namespace, out: TextIO) -> int:
 
     command = args.server_command[1:] if args.server_command[:1] == ["--"] \
         else args.server_command
+    if args.config is not None:
+        return _mcp_config(args, command)
     if bool(command) == bool(args.upstream):
         print("callwarden mcp: give the MCP server to run after -- (e.g. callwarden mcp "
               "--policy policy.yaml -- npx -y @modelcontextprotocol/server-filesystem .), "

@@ -7,9 +7,11 @@ refuses whatever their arguments. Tools reach the policy as ``mcp__SERVER__TOOL`
 tool profiles already know).
 """
 
-from callwarden.gateway._proxy import Gateway, policy_tool_name, server_slug
+from callwarden.gateway._multi import Router, load_servers
+from callwarden.gateway._proxy import Gateway, policy_tool_name, serve_stdio, server_slug
 from callwarden.gateway._upstream import HttpUpstream, ProcessUpstream, Upstream
 from callwarden.gateway._wrap import Wrapped, wrap_config, write_with_backup
 
-__all__ = ["Gateway", "HttpUpstream", "ProcessUpstream", "Upstream", "Wrapped",
-           "policy_tool_name", "server_slug", "wrap_config", "write_with_backup"]
+__all__ = ["Gateway", "HttpUpstream", "ProcessUpstream", "Router", "Upstream", "Wrapped",
+           "load_servers", "policy_tool_name", "serve_stdio", "server_slug", "wrap_config",
+           "write_with_backup"]

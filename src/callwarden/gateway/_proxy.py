@@ -24,7 +24,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from callwarden._call import new_id, thaw
@@ -46,7 +46,7 @@ from callwarden.gateway._upstream import MAX_MESSAGE, Upstream, encode, read_lin
 # What a tool's pin says (callwarden.approvals.ToolPins; reached through the guard).
 NEW, SAME, CHANGED = "new", "same", "changed"
 
-__all__ = ["Gateway", "policy_tool_name", "server_slug"]
+__all__ = ["Gateway", "policy_tool_name", "serve_stdio", "server_slug"]
 
 _perf = time.perf_counter
 # JSON-RPC error codes.
@@ -56,6 +56,21 @@ _INTERNAL_ERROR = -32603
 _HALTED = -32001  # the policy halted the session
 _UPSTREAM_GONE = -32002  # the server exited or did not answer in time
 _DRAIN = 10.0  # seconds the server gets to answer what a departed client asked
+
+
+async def serve_stdio(run: Callable[[asyncio.StreamReader, Callable[[dict[str, Any]], None]],
+                                   Awaitable[int]]) -> int:
+    """Runs ``run(reader, write)`` on this process's stdin / stdout (MCP over stdio)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_MESSAGE)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    out = sys.stdout.buffer
+
+    def write(message: dict[str, Any]) -> None:
+        out.write(encode(message))
+        out.flush()
+
+    return await run(reader, write)
 
 
 def policy_tool_name(server: str, tool: str) -> str:
@@ -162,16 +177,7 @@ class Gateway:
     async def serve_stdio(self, upstream: Upstream) -> int:
         """Serves MCP on this process's stdin / stdout, forwarding to ``upstream``; returns
         the exit status."""
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=MAX_MESSAGE)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        out = sys.stdout.buffer
-
-        def write(message: dict[str, Any]) -> None:
-            out.write(encode(message))
-            out.flush()
-
-        return await self.serve(reader, write, upstream)
+        return await serve_stdio(lambda reader, write: self.serve(reader, write, upstream))
 
     async def serve(self, client: asyncio.StreamReader,
                     write: Callable[[dict[str, Any]], None], upstream: Upstream) -> int:

@@ -59,8 +59,9 @@ async def read_line(reader: asyncio.StreamReader, limit: int) -> bytes | Excepti
 class ProcessUpstream:
     """An MCP server started as a process, over its stdin / stdout."""
 
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], env: Mapping[str, str] | None = None) -> None:
         self.command = command
+        self.env = dict(env) if env is not None else None
         self._process: asyncio.subprocess.Process | None = None
 
     def __str__(self) -> str:
@@ -69,7 +70,7 @@ class ProcessUpstream:
     async def start(self) -> None:
         self._process = await asyncio.create_subprocess_exec(
             *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            limit=MAX_MESSAGE)
+            limit=MAX_MESSAGE, env=self.env)
 
     def send(self, message: dict[str, Any]) -> None:
         assert self._process is not None and self._process.stdin is not None
