@@ -337,6 +337,12 @@ def main() -> None:
         "check (b) 12 rules, unique args": time_sync(realistic.check, unique_calls(N + WARMUP, "mix"),
                                                      start=WARMUP),
         "check (c) 10,000 rules / 1,000 tools": time_sync(many.check, many_calls),
+        # Path rules resolve symlinks: an existing file (its resolution kept, checked with one
+        # stat) against a path that does not exist yet (resolved every time).
+        "check (b) read_file, an existing file": time_sync(
+            realistic.check, [("read_file", {"path": str(Path(__file__).resolve())})]),
+        "check (b) read_file, a new file": time_sync(
+            realistic.check, [("read_file", {"path": "src/not_there_yet.py"})]),
     }
     # The mix's median is a cheap call (4 of the 6 tools analyse little), so show each tool too.
     unique = unique_calls(6 * (N // 6 + WARMUP), "tool")

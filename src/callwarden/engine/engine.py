@@ -16,14 +16,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from callwarden._call import FrozenDict, ToolCall, freeze_call_args, new_id, snapshot
-from callwarden._decision import Decision, Effect, Mode, Phase, Reason, RuleMatch, Verdict
+from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
 from callwarden._flow import Flow, drive
 from callwarden._messages import decision_message, invalid_call
 from callwarden._profiles import ToolProfile, default_profile
 from callwarden.analysis.globs import is_glob
 from callwarden.conditions.base import Subject
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
-from callwarden.engine.index import Plan, RuleIndex
+from callwarden.engine.index import Plan, RuleIndex, refuses_every_call
 from callwarden.engine.limits import describe_exceeded
 from callwarden.engine.output import OutputCheck, check_output
 from callwarden.engine.rules import NameSet, Rule
@@ -231,27 +231,9 @@ class Engine:
 
     def refuses_every_call(self, tool: str) -> bool:
         """Whether the policy refuses every call of ``tool`` whatever its arguments (an MCP
-        gateway hides such tools): an enforced deny or halt rule for it with no condition (the
-        first of its rules under first-match), or no rule for it at all under a refusing
-        default. Conservative: a rule that could allow some call keeps the tool."""
-        settings = self.settings
-        _, plan = self._plan(tool)
-        rules = sorted((*plan.mutators, *plan.validators, *(r for _, table in plan.by_value
-                                                             for rs in table.values()
-                                                             for r in rs)),
-                       key=lambda r: r.order)
-        for rule in rules:
-            unconditional = (not rule.conditions and rule.dynamic is None
-                             and rule.policy is None and rule.phase is Phase.VALIDATE)
-            refuses = rule.effect in (Effect.DENY, Effect.HALT) and \
-                (rule.mode or settings.mode) is Mode.ENFORCE
-            if unconditional and refuses:
-                return True
-            if isinstance(self._combiner, FirstMatch):
-                return False  # an earlier rule may decide first
-        if rules or plan.limits:
-            return False
-        return settings.mode is Mode.ENFORCE and settings.default in (Effect.DENY, Effect.HALT)
+        gateway hides such tools); see :func:`~callwarden.engine.index.refuses_every_call`."""
+        return refuses_every_call(self._plan(tool)[1], self.settings.mode,
+                                  self.settings.default, isinstance(self._combiner, FirstMatch))
 
     def warm(self) -> None:
         """Decides one what-if sample call per common kind of tool whose plan needs no

@@ -7,12 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from callwarden._decision import Phase
+from callwarden._decision import Effect, Mode, Phase
 from callwarden._profiles import ToolProfile
 from callwarden.analysis.globs import is_glob
 from callwarden.engine.rules import Rule, union_of_tools
 
-__all__ = ["Plan", "RuleIndex"]
+__all__ = ["Plan", "RuleIndex", "refuses_every_call"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,3 +151,23 @@ class RuleIndex:
             union_of_tools(r.history_tools for r in ordered if r.needs_history),
             not any(r.phase is Phase.MUTATE or r.external or r.needs_history for r in ordered),
         )
+
+
+def refuses_every_call(plan: Plan, mode: Mode, default: Effect, first_match: bool) -> bool:
+    """Whether a tool's plan refuses every call whatever its arguments: an enforced deny or
+    halt rule with no condition (the first of its rules under first-match), or no rule at all
+    under a refusing default. Conservative: a rule that could allow some call keeps the tool."""
+    rules = sorted((*plan.mutators, *plan.validators,
+                    *(r for _, table in plan.by_value for rs in table.values() for r in rs)),
+                   key=lambda r: r.order)
+    for rule in rules:
+        unconditional = (not rule.conditions and rule.dynamic is None and rule.policy is None
+                         and rule.phase is Phase.VALIDATE)
+        if unconditional and rule.effect in (Effect.DENY, Effect.HALT) \
+                and (rule.mode or mode) is Mode.ENFORCE:
+            return True
+        if first_match:
+            return False  # an earlier rule may decide first
+    if rules or plan.limits:
+        return False
+    return mode is Mode.ENFORCE and default in (Effect.DENY, Effect.HALT)
