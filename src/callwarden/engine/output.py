@@ -75,7 +75,10 @@ def check_output(engine: Engine, decision: Decision, result: Any) -> OutputCheck
         elif verdict.effect is not Effect.ALLOW:
             chosen = _stricter(chosen, rule, verdict)
     shown = seen.args.get("output")
-    if chosen is None and not isinstance(shown, str):
+    if chosen is None and not isinstance(shown, str) and any(
+            rule.effect in (Effect.DENY, Effect.HALT) for rule in plan.outputs):
+        # Only a deny or a halt counts in the text view: rules that can only rewrite (a
+        # redaction) have nothing more to say there.
         chosen = _text_view(engine, plan.outputs, call, profile, shown)
     if chosen is not None:
         rule, verdict = chosen
