@@ -348,17 +348,22 @@ class Enforcer:
                                    output_rule=rule, output_source=source)
         return shown, halt
 
-    def finish(self, decision: Decision, result: Any, started: float) -> Screened:
+    def finish(self, decision: Decision, result: Any, started: float, *,
+               failed: bool = False) -> Screened:
         """After a tool the framework ran itself (``started``: ``time.perf_counter()`` when it
         started): screen its output and record the outcome, naming the output rule that acted.
+        ``failed``: the tool reported a failure in its result (an MCP ``isError``), recorded
+        as an ``error`` outcome when the output rules left the result as it was.
 
         Raises:
             AuditError: the outcome could not be written and the audit is required.
         """
         screened = Screened(*self._screen(decision, result))
+        status = OutcomeStatus.ERROR if failed and screened.status is OutcomeStatus.OK \
+            else screened.status
         auditor = self.guard.auditor  # inlined record_outcome: this is every run's cost
         if auditor is not None:
-            auditor.outcome(decision, screened.status, _perf() - started, None,
+            auditor.outcome(decision, status, _perf() - started, None,
                             output_rule=screened.rule, output_source=screened.source)
         return screened
 

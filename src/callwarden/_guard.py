@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from callwarden._call import new_id, snapshot
 from callwarden._decision import Decision, Effect, Mode, Reason
@@ -204,9 +204,11 @@ class Guard:
     def _start(self, tool: Any, args: Any, call_id: str | None, agent: str | None,
                session: str | None, principal: str | None, framework: str | None,
                context: Mapping[str, Any] | None, extra: dict[str, Any], *,
-               dry: bool = False) -> Flow[Decision] | Decision:
+               dry: bool = False, refusal: tuple[str, str, str] | None = None,
+               ) -> Flow[Decision] | Decision:
         """Snapshots the call and decides it when no driver is needed (bad input, a plan of
-        built-in rules only); otherwise returns its decision flow for a driver to run."""
+        built-in rules only, a ``refusal``: (rule, code, message) decided outside the rules);
+        otherwise returns its decision flow for a driver to run."""
         started = _perf()
         decision_id = new_id()
         if extra:
@@ -219,6 +221,8 @@ class Guard:
                                                    "session": session, "principal": principal,
                                                    "framework": framework},
                                          started, decision_id)
+        if refusal is not None:
+            return self._engine.refusal(call, *refusal, started, decision_id)
         decision = self._engine.decide_fast(call, started, decision_id, dry=dry)
         if decision is not None:
             return decision
@@ -249,6 +253,10 @@ class Guard:
             fast = self._engine.decide_fast(call, started, decision_id)
             decision = fast if fast is not None else drive(
                 self._engine.flow(call, started, decision_id))
+        return self._audited(decision)
+
+    def _audited(self, decision: Decision) -> Decision:
+        """Records a decision; one the required audit could not record is refused."""
         if self._auditor is not None:
             try:
                 self._auditor.decision(decision)
@@ -263,23 +271,9 @@ class Guard:
                context: Mapping[str, Any] | None = None) -> Decision:
         """Refuses one call for a reason outside the policy's rules (``rule`` names the check,
         ``code`` the reason, ``message`` is what the model reads); audited like a decision."""
-        started = _perf()
-        decision_id = new_id()
-        try:
-            call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
-                            framework, context, deadline=started + self._timeout)
-        except InvalidCall as e:
-            decision = self._engine.rejected(tool, e, {
-                "call_id": call_id, "agent": agent, "session": session,
-                "principal": principal, "framework": framework}, started, decision_id)
-        else:
-            decision = self._engine.refusal(call, rule, code, message, started, decision_id)
-        if self._auditor is not None:
-            try:
-                self._auditor.decision(decision)
-            except AuditError as e:
-                return _audit_failed(decision, e)
-        return decision
+        decision = self._start(tool, args, call_id, agent, session, principal, framework,
+                               context, {}, refusal=(rule, code, message))
+        return self._audited(cast(Decision, decision))  # a refusal needs no driver
 
     async def acheck(self, tool: str, args: Any = None, *, call_id: str | None = None,
                      agent: str | None = None, session: str | None = None,

@@ -308,3 +308,17 @@ rules:
     finally:
         for pid in _workers(hooks):
             os.kill(pid, signal.SIGTERM)
+
+
+def test_a_hook_whose_working_directory_is_gone_still_fails_closed(hooks: Hooks) -> None:
+    """The short path needs the working directory (the worker's request names it); without
+    one the call is decided in the hook process, which cannot resolve its paths either and
+    blocks it with the reason (exit 2) instead of crashing with an exit code the agent would
+    read as "no opinion"."""
+    gone = hooks.root / "gone"
+    done = subprocess.run(
+        ["sh", "-c", f'mkdir "{gone}" && cd "{gone}" && rmdir "{gone}" && exec '
+                     f'"{CLI}" hook claude-code --policy "{hooks.policy}"'],
+        input=CALLS[1][1], capture_output=True, text=True, timeout=60, env=hooks.env,
+        check=False)
+    assert done.returncode == 2 and done.stderr.strip().endswith("blocked"), done.stderr

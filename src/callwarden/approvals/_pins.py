@@ -39,6 +39,7 @@ class ToolPins:
     """The pinned definitions of MCP servers' tools, in an :class:`Approvals`' store."""
 
     __slots__ = ("_approvals",)
+    NEW, SAME, CHANGED = NEW, SAME, CHANGED  # what check() and state() say
 
     def __init__(self, approvals: Approvals) -> None:
         self._approvals = approvals

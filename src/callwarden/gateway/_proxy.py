@@ -43,9 +43,6 @@ from callwarden._profiles import SideEffect, ToolProfile, default_profile
 from callwarden.exceptions import ApprovalPending
 from callwarden.gateway._upstream import MAX_MESSAGE, Upstream, encode, read_line
 
-# What a tool's pin says (callwarden.approvals.ToolPins; reached through the guard).
-NEW, SAME, CHANGED = "new", "same", "changed"
-
 __all__ = ["Gateway", "policy_tool_name", "serve_stdio", "server_slug"]
 
 _perf = time.perf_counter
@@ -151,7 +148,7 @@ class Gateway:
         self._ended = asyncio.Event()
         self._halted: Decision | None = None
         self._pin = pin
-        self._pinned: dict[str, str] = {}  # tool -> "same" / "changed", as last listed
+        self._pinned: dict[str, str] = {}  # tool -> what its pin said when last listed
         self._listing: dict[str, dict[str, Any]] = {}  # tool -> its definition, as listed
         self._hinted: dict[str, ToolProfile] = {}  # profiles from the tools' annotations
         self._calls: set[asyncio.Task[None]] = set()  # tools/call being decided
@@ -283,7 +280,7 @@ class Gateway:
         arguments = params.get("arguments")  # type: ignore[union-attr]
         arguments = {} if arguments is None else arguments
         tool = policy_tool_name(self._server, name)
-        if self._pin and await self._pin_state(name) == CHANGED:
+        if self._pin and await self._pin_changed(name):
             refused = self._enforcer.refuse(
                 tool, arguments, rule="mcp.tool_pin", code="mcp.tool_changed",
                 message=tool_changed(self._server, name), call_id=str(msg_id))
@@ -377,17 +374,17 @@ class Gateway:
             else (None if approve else "declined in the MCP client")}, by=self._client_name)
         return True
 
-    async def _pin_state(self, name: str) -> str | None:
-        """``same`` / ``changed`` for a tool, as listed in this session, else as its pin says
-        (None: never pinned); ``changed`` when the store cannot tell (fail closed)."""
+    async def _pin_changed(self, name: str) -> bool:
+        """Whether a tool changed since it was pinned (as listed in this session, else as its
+        pin says); True when the store cannot tell (fail closed)."""
+        pins = self._enforcer.guard.approvals.pins
         state = self._pinned.get(name)
         if state is None:
             try:
-                state = await asyncio.to_thread(self._enforcer.guard.approvals.pins.state,
-                                                self._server, name)
+                state = await asyncio.to_thread(pins.state, self._server, name)
             except Exception:
-                return CHANGED
-        return state
+                return True
+        return bool(state == pins.CHANGED)
 
     def _track(self, forwarded: _Forwarded) -> None:
         key = _key(forwarded.msg_id)
@@ -453,8 +450,9 @@ class Gateway:
         self._learn_profiles(named)
         engine = self._enforcer.guard.engine
         server = self._server or "upstream"
+        changed = self._enforcer.guard.approvals.pins.CHANGED
         kept = [t for t in named
-                if self._pinned.get(t["name"]) != CHANGED
+                if self._pinned.get(t["name"]) != changed
                 and not (self._hide and engine.refuses_every_call(
                     policy_tool_name(server, t["name"])))]
         return {**message, "result": {**result, "tools": kept}}  # type: ignore[dict-item]
@@ -501,8 +499,8 @@ class Gateway:
             try:
                 state = pins.check(self._server, tool["name"], tool)
             except Exception:  # the store failed: the tool cannot be vouched for
-                state = CHANGED
-            states[tool["name"]] = SAME if state == NEW else state
+                state = pins.CHANGED
+            states[tool["name"]] = state
         return states
 
     def _screened(self, forwarded: _Forwarded, decision: Decision,
@@ -516,15 +514,14 @@ class Gateway:
             return message
         payload = {k: result[k] for k in ("content", "structuredContent") if k in result}
         try:
-            screened = enforcer.screen(decision, payload)
-        except Exception as e:  # fail closed: withhold what could not be checked
-            enforcer.record_outcome(decision, OutcomeStatus.ERROR, forwarded.started, e)
+            screened = enforcer.finish(decision, payload, forwarded.started,
+                                       failed=result.get("isError") is True)
+        except Exception as e:  # fail closed: withhold what could not be checked or recorded
+            with contextlib.suppress(Exception):
+                enforcer.record_outcome(decision, OutcomeStatus.ERROR, forwarded.started, e)
             return _tool_error(msg_id, output_unscreened(forwarded.tool or "?", e),
                                forwarded.modern)
         status = screened.status
-        enforcer.record_outcome(
-            decision, OutcomeStatus.ERROR if result.get("isError") and
-            status is OutcomeStatus.OK else status, forwarded.started, by=screened)
         if screened.halt:
             return self._halt(msg_id, decision._replace(effect=Effect.HALT,
                                                         message=str(screened.shown)))

@@ -190,19 +190,34 @@ def hook_through_worker(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: 
     policy = policy or os.environ.get("CALLWARDEN_POLICY")
     if not policy:
         return None
-    policy = os.path.abspath(policy)
-    # Bytes, decoded where the call is decided exactly as stdin would have decoded them.
-    raw = buffer.read(MAX_INPUT + 1)
     encoding = (stdin.encoding or "utf-8", stdin.errors or "strict")
-    place = worker_place(policy)
-    if place is not None:
-        answer = _ask(place, agent, policy, encoding, raw)
-        if answer is not None:
-            return print_reply(*answer, stdout, stderr)
+    try:
+        policy = os.path.abspath(policy)
+        # Bytes, decoded where the call is decided exactly as stdin would have decoded them.
+        raw = buffer.read(MAX_INPUT + 1)
+    except Exception as e:  # the in-process path turns it into the agent's "block" reply
+        return decide_here(agent, policy, _Failing(e))  # type: ignore[arg-type]
+    try:  # anything amiss on the worker's side: the call is decided here
+        place = worker_place(policy)
+        answer = _ask(place, agent, policy, encoding, raw) if place is not None else None
+    except Exception:
+        place, answer = None, None
+    if answer is not None:
+        return print_reply(*answer, stdout, stderr)
     code = decide_here(agent, policy, text_stream(raw, *encoding))
     if place is not None:
         _start_worker(place, policy)
     return code
+
+
+class _Failing:
+    """A stdin whose reading fails as ours did."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def read(self, size: int = -1) -> str:
+        raise self.error
 
 
 def text_stream(raw: bytes, encoding: str, errors: str) -> TextIO:
@@ -358,7 +373,9 @@ def _start_worker(place: WorkerPlace, policy: str) -> None:
     import contextlib
     import subprocess
 
-    with contextlib.suppress(OSError):  # no worker: the next call decides by itself again
+    # The reply is already printed: nothing here may change the exit code (an agent reads
+    # any other code as "no opinion"). No worker: the next call decides by itself again.
+    with contextlib.suppress(Exception):
         subprocess.Popen(
             [sys.executable, "-m", "callwarden.hooks._worker", *place, policy,
              os.getcwd()],
