@@ -1,6 +1,7 @@
 """What ``callwarden mcp`` adds to a tool call: the same MCP client calling the same server
 directly and through the gateway, interleaved: a server over stdio, and one over streamable
-HTTP (the gateway in front of it reached over stdio).
+HTTP (the gateway in front of it reached over stdio, and the gateway listening on HTTP itself:
+HTTP on both hops).
 
 Run: .venv/bin/python bench/bench_mcp.py [CALLS]   (default 400 calls a way)
 
@@ -82,11 +83,13 @@ async def main() -> None:
         direct = StdioServerParameters(command=upstream[0], args=upstream[1:])
         gated = StdioServerParameters(command=str(CLI), args=["mcp", "--policy", str(policy),
                                                               "--", *upstream])
-        with http_server(log) as url:
+        with http_server(log) as url, http_server(log, ["mcp", "--policy", str(policy),
+                                                      "--upstream", url]) as listening:
             gated_http = StdioServerParameters(command=str(CLI), args=[
                 "mcp", "--policy", str(policy), "--upstream", url])
             ways = {"stdio, direct": direct, "stdio, through callwarden mcp": gated,
-                    "HTTP, direct": url, "HTTP, through callwarden mcp": gated_http}
+                    "HTTP, direct": url, "HTTP, through callwarden mcp": gated_http,
+                    "HTTP, through callwarden mcp --listen": listening}
             times: dict[str, list[float]] = {name: [] for name in ways}
             for _ in range(4):  # interleaved rounds: drift on a busy machine hits all alike
                 for name, way in ways.items():
@@ -94,21 +97,25 @@ async def main() -> None:
     print(f"tools/call round trip, {CALLS} calls each (ms)")
     for name, values in times.items():
         print(f"  {name:30} median {statistics.median(values):7.3f}   p99 {p99(values):7.3f}")
-    for kind in ("stdio", "HTTP"):
-        added = statistics.median(times[f"{kind}, through callwarden mcp"]) - \
-            statistics.median(times[f"{kind}, direct"])
+    for kind, through in (("stdio", "stdio, through callwarden mcp"),
+                          ("stdio client, HTTP server", "HTTP, through callwarden mcp"),
+                          ("HTTP on both hops", "HTTP, through callwarden mcp --listen")):
+        direct_kind = "stdio, direct" if kind == "stdio" else "HTTP, direct"
+        added = statistics.median(times[through]) - statistics.median(times[direct_kind])
         goal = " (goal <= 0.5 ms)" if kind == "stdio" else ""
         print(f"  added by the gateway, {kind}: median {added:.3f} ms{goal}")
 
 
 @contextlib.contextmanager
-def http_server(log: Path) -> Any:
-    """The test server over streamable HTTP on a free local port; yields its URL."""
+def http_server(log: Path, gateway: list[str] | None = None) -> Any:
+    """The test server over streamable HTTP on a free local port (or, given ``gateway``,
+    ``callwarden`` with those arguments listening there); yields its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, str(SERVER), str(log), "--http", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = [str(CLI), *gateway, "--listen", f"127.0.0.1:{port}"] if gateway else \
+        [sys.executable, str(SERVER), str(log), "--http", str(port)]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(600):
             with socket.socket() as s:

@@ -130,6 +130,14 @@ def test_adapter_imports_only_what_its_extra_installs(module: str) -> None:
                          f"callwarden[{ADAPTER_EXTRAS[module] or ''}] does not install: {missing}")
 
 
+@pytest.mark.parametrize("module", sorted(p.name for p in (ADAPTERS.parent / "gateway").glob("*.py")))
+def test_gateway_imports_only_what_the_mcp_extra_installs(module: str) -> None:
+    imported = _third_party((ADAPTERS.parent / "gateway" / module).read_text(encoding="utf-8"))
+    missing = _missing(imported, "mcp")
+    assert not missing, (f"callwarden.gateway.{module} imports what callwarden[mcp] does not "
+                         f"install: {missing}")
+
+
 def test_frameworks_extra_installs_every_framework_extra() -> None:
     frameworks = _extra("frameworks")
     for extra in ("langchain", "openai-agents", "autogen", "claude"):

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,79 +15,10 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
+from mcp_support import CLI, POLICY, TIMEOUT, UPSTREAM, Setup, ran, start_http_server, text
 
 from callwarden import Guard
 from callwarden.approvals import Status
-
-UPSTREAM = Path(__file__).parents[1] / "fixtures" / "mcp_files_server.py"
-CLI = Path(sys.executable).with_name("callwarden")
-TIMEOUT = 60  # starting two processes is the slow part; a hang still fails
-
-POLICY = """\
-version: 1
-default: allow
-state: sqlite:///{state}
-audit: {{sinks: [{{jsonl: {audit}}}]}}
-rules:
-  - id: no-delete
-    match: {{tool: mcp__files__delete_file}}
-    effect: deny
-    message: Deleting files is not allowed here; move them to trash/ instead.
-  - id: cap-search
-    match: {{tool: mcp__files__search}}
-    cap: {{limit: 5}}
-    effect: modify
-  - id: deploy-asks
-    match: {{tool: mcp__files__deploy}}
-    effect: ask
-    message: Deploys need a person's go-ahead.
-  - id: stop-wipe
-    match: {{tool: mcp__files__wipe}}
-    effect: halt
-    message: Wiping disks is never allowed; the session is over.
-  - id: redact-secrets
-    on: output
-    match: {{tool: "mcp__files__*"}}
-    secrets: true
-    effect: modify
-"""
-
-
-def ran(log: Path) -> list[tuple[str, dict[str, Any]]]:
-    if not log.exists():
-        return []
-    return [(row["tool"], row["args"]) for row in map(json.loads, log.read_text().splitlines())]
-
-
-def text(result: Any) -> str:
-    return "".join(getattr(item, "text", "") for item in result.content)
-
-
-class Setup:
-    def __init__(self, root: Path, policy: str = POLICY, *extra: str) -> None:
-        self.root = root
-        self.log = root / "ran.jsonl"
-        self.audit = root / "audit.jsonl"
-        self.policy = root / "policy.yaml"
-        self.policy.write_text(policy.format(state=root / "state.db", audit=self.audit))
-        self.extra = list(extra)
-        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-
-    def params(self, *command: str) -> StdioServerParameters:
-        upstream = list(command) or [sys.executable, str(UPSTREAM), str(self.log)]
-        return StdioServerParameters(
-            command=str(CLI), args=["mcp", "--policy", str(self.policy), *self.extra, "--",
-                                    *upstream], env=self.env)
-
-    @asynccontextmanager
-    async def session(self, *command: str) -> AsyncIterator[ClientSession]:
-        async with stdio_client(self.params(*command)) as (read, write), \
-                ClientSession(read, write, read_timeout_seconds=TIMEOUT) as session:
-            await asyncio.wait_for(session.initialize(), TIMEOUT)
-            yield session
-
-    def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.audit.read_text().splitlines()]
 
 
 @pytest.fixture
@@ -436,25 +364,6 @@ def test_an_ask_is_put_to_a_2026_clients_user_as_input_required(setup: Setup) ->
     assert ran(setup.log) == [("deploy", {"env": "prod"})]
 
 
-def start_http_server(log: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
-    """The test server over streamable HTTP on a free local port, once it listens."""
-    import socket
-    import time
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, str(UPSTREAM), str(log), "--http", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    return server, f"http://127.0.0.1:{port}/mcp"
-
-
 @pytest.fixture
 def http_server(setup: Setup) -> Any:
     """The same server over streamable HTTP; yields its URL."""
@@ -621,3 +530,51 @@ def test_a_servers_config_that_is_not_one_is_a_usage_error(setup: Setup) -> None
                            str(bad), "--", "true"], capture_output=True, text=True,
                           timeout=TIMEOUT, env=setup.env, check=False)
     assert both.returncode == 2 and "--config names the servers" in both.stderr
+
+
+PAGED_SERVER = '''\
+import json, sys
+PAGES = {None: (["alpha", "beta"], "p2"), "p2": (["gamma", "delete_all"], "p3"),
+         "p3": (["omega"], None)}
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method, params = msg["method"], msg.get("params") or {}
+    if method == "initialize":
+        result = {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "paged", "version": "1"}}
+    elif method == "tools/list":
+        names, cursor = PAGES[params.get("cursor")]
+        result = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in names]}
+        if cursor:
+            result["nextCursor"] = cursor
+    elif method == "tools/call":
+        result = {"content": [{"type": "text", "text": "ran " + params["name"]}]}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+'''
+
+
+async def test_every_page_of_each_servers_tools_is_offered(tmp_path: Path) -> None:
+    """A server that lists its tools over three pages behind ``--config``: the client gets
+    all of them in one list (less the one the policy always refuses), and can call any."""
+    setup = Setup(tmp_path, POLICY.replace("mcp__files__delete_file", "mcp__paged__delete_all"))
+    server = tmp_path / "paged.py"
+    server.write_text(PAGED_SERVER)
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"paged": {"command": sys.executable,
+                                                           "args": [str(server)]}}}))
+    params = StdioServerParameters(command=str(CLI), args=[
+        "mcp", "--policy", str(setup.policy), "--config", str(config)], env=setup.env)
+    async with stdio_client(params) as (read, write), \
+            ClientSession(read, write, read_timeout_seconds=TIMEOUT) as session:
+        await asyncio.wait_for(session.initialize(), TIMEOUT)
+        listed = await session.list_tools()
+        last = await session.call_tool("paged__omega", {})
+        refused = await session.call_tool("paged__delete_all", {})
+    assert [t.name for t in listed.tools] == ["paged__alpha", "paged__beta", "paged__gamma",
+                                              "paged__omega"]
+    assert listed.next_cursor is None
+    assert text(last) == "ran omega" and refused.is_error

@@ -12,6 +12,7 @@ from typing import Any, TextIO, cast
 
 from callwarden import __version__
 from callwarden._decision import Effect
+from callwarden.cli._parser import EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, _Parser
 from callwarden.exceptions import PolicyError
 
 __all__ = ["EXIT_CODES", "main"]
@@ -19,17 +20,7 @@ __all__ = ["EXIT_CODES", "main"]
 _DESCRIPTION = ("a policy-enforcement point for AI agent tool calls: check, decide, lint, test, "
                 "init, demo, hook, approvals, replay, explain, audit summary")
 
-EXIT_OK = 0
-EXIT_TESTS_FAILED = 1
-EXIT_USAGE = 2
 EXIT_CODES = {Effect.ALLOW: 0, Effect.MODIFY: 0, Effect.DENY: 10, Effect.ASK: 11, Effect.HALT: 12}
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # argparse exits 2 too; keep its usage text
-        self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,36 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     hook.add_argument("--policy", "-p", default=None,
                       help="policy file (default: $CALLWARDEN_POLICY)")
 
-    mcp = sub.add_parser("mcp", help="be an MCP server in front of another one: every tool "
-                                     "call is decided by the policy (stdio)",
-                         usage="callwarden mcp --policy FILE [--name SERVER] "
-                               "(-- COMMAND [ARG...] | --upstream URL [--header K:V]... | "
-                               "--config SERVERS.json)")
-    mcp.add_argument("--policy", "-p", required=True, type=Path, help="policy file")
-    mcp.add_argument("--name", default=None,
-                     help="the server's name in policy tool names (mcp__NAME__TOOL); default: "
-                          "the name the server gives itself")
-    mcp.add_argument("--show-refused", action="store_true",
-                     help="list tools the policy refuses whatever their arguments (hidden by "
-                          "default)")
-    mcp.add_argument("--call-timeout", type=float, default=120.0, metavar="SECONDS",
-                     help="how long a tool call may take upstream (default 120)")
-    mcp.add_argument("--upstream", default=None, metavar="URL",
-                     help="the MCP server at this URL (streamable HTTP) instead of a command")
-    mcp.add_argument("--config", default=None, type=Path, metavar="SERVERS.json",
-                     help="several servers, in the mcpServers format clients use: their tools "
-                          "are offered as SERVER__TOOL")
-    mcp.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
-                     help="an HTTP header for --upstream (repeatable), e.g. "
-                          "'Authorization: Bearer ...'")
-    mcp.add_argument("--no-pin", action="store_true",
-                     help="do not pin tool definitions (by default a tool whose description "
-                          "or input schema changed since first seen is refused until "
-                          "'callwarden mcp accept SERVER TOOL')")
-    mcp.add_argument("--session", default=None,
-                     help="the session the calls belong to (default: one per gateway process)")
-    mcp.add_argument("server_command", nargs=argparse.REMAINDER,
-                     help="-- then the MCP server's command and arguments")
+    from callwarden.cli.mcp import add_mcp_parser
+
+    add_mcp_parser(sub)
 
     from callwarden.cli.approvals import add_approvals_parser
 
@@ -133,14 +97,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the exit code."""
     words = list(sys.argv[1:] if argv is None else argv)
-    if words[:2] == ["mcp", "accept"]:  # `mcp` itself takes the server's command after --
-        return _mcp_accept(words[2:])
-    if words[:2] == ["mcp", "wrap"]:
-        return _mcp_wrap(words[2:])
+    if words[:2] in (["mcp", "accept"], ["mcp", "wrap"]):  # `mcp` takes a command after --
+        from callwarden.cli.mcp import run_mcp_subcommand
+
+        return run_mcp_subcommand(words[1], words[2:])
     args = _parser().parse_args(argv)
     handler = getattr(args, "handler", None) or {
         "check": _check, "decide": _decide, "lint": _lint, "test": _test, "demo": _demo,
-        "approvals": _approvals, "init": _init, "hook": _hook, "mcp": _mcp,
+        "approvals": _approvals, "init": _init, "hook": _hook,
     }[args.command]
     out = _PipeSafe(sys.stdout)
     try:
@@ -335,151 +299,6 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
     if errors:
         return EXIT_USAGE
     return EXIT_TESTS_FAILED if failed else EXIT_OK
-
-
-def _mcp_wrap(argv: list[str]) -> int:
-    parser = _Parser(prog="callwarden mcp wrap",
-                     description="put every MCP server of a client's config behind "
-                                 "callwarden mcp: prints the change, --write makes it")
-    parser.add_argument("config", type=Path,
-                        help="the client's config (claude_desktop_config.json, mcp.json ...)")
-    parser.add_argument("--policy", "-p", default=None,
-                        help="the policy file the gateways use (default: $CALLWARDEN_POLICY)")
-    parser.add_argument("--write", action="store_true",
-                        help="write the change (the old file is kept as CONFIG.bak)")
-    parser.add_argument("--command", default="callwarden",
-                        help="how the client starts callwarden (default: callwarden)")
-    args = parser.parse_args(argv)
-    from callwarden.gateway import wrap_config, write_with_backup
-
-    policy = args.policy or os.environ.get("CALLWARDEN_POLICY")
-    if not policy:
-        print("callwarden mcp wrap: give --policy FILE (or set CALLWARDEN_POLICY)",
-              file=sys.stderr)
-        return EXIT_USAGE
-    policy_path = Path(policy).expanduser().resolve()
-    if not policy_path.is_file():
-        print(f"callwarden mcp wrap: no policy file {policy_path}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        text = args.config.read_text(encoding="utf-8")
-        result = wrap_config(text, str(policy_path), command=args.command)
-    except (OSError, ValueError) as e:
-        print(f"callwarden mcp wrap: {args.config}: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    print(result.diff(str(args.config)), end="")
-    for line in result.skipped:
-        print(f"left as it is: {line}", file=sys.stderr)
-    if not result.wrapped:
-        print("nothing to wrap", file=sys.stderr)
-        return EXIT_OK
-    if args.write:
-        backup = write_with_backup(args.config, result.after)
-        print(f"wrote {args.config} ({len(result.wrapped)} server(s) behind callwarden mcp); "
-              f"the old file is {backup}", file=sys.stderr)
-    else:
-        print(f"{len(result.wrapped)} server(s) to wrap; run again with --write to make the "
-              "change", file=sys.stderr)
-    return EXIT_OK
-
-
-def _mcp_accept(argv: list[str]) -> int:
-    parser = _Parser(prog="callwarden mcp accept",
-                     description="accept an MCP tool's changed definition: calls to it run "
-                                 "again, and the definition seen last is the one pinned")
-    parser.add_argument("server", help="the server's name (mcp__SERVER__TOOL)")
-    parser.add_argument("tool", help="the tool's name on that server")
-    parser.add_argument("--policy", "-p", required=True, type=Path,
-                        help="the policy file naming the store the pins are in")
-    parser.add_argument("--by", default=None, help="who accepts (default: your login name)")
-    args = parser.parse_args(argv)
-    from callwarden._guard import Guard
-
-    try:
-        guard = Guard.from_file(args.policy, audit=False)
-    except PolicyError as e:
-        for problem in e.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        by = args.by or os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
-        if not guard.approvals.pins.accept(args.server, args.tool, by=by):
-            print(f"callwarden: no pin for {args.server} {args.tool} in the policy's store "
-                  "(has a gateway with this policy listed the tool?)", file=sys.stderr)
-            return 1
-    finally:
-        guard.close()
-    print(f"accepted: calls to {args.tool} of {args.server} run again "
-          "(its current definition is pinned)")
-    return EXIT_OK
-
-
-def _mcp_config(args: argparse.Namespace, command: list[str]) -> int:
-    import asyncio
-
-    from callwarden._guard import Guard
-    from callwarden.gateway import Router, load_servers, serve_stdio
-
-    if command or args.upstream or args.name or args.header:
-        print("callwarden mcp: --config names the servers; give no command, --upstream, "
-              "--name or --header with it", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        upstreams = load_servers(args.config.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        print(f"callwarden mcp: {args.config}: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    guard = Guard.from_file(args.policy)
-    router = Router(guard, upstreams, hide_refused=not args.show_refused,
-                    call_timeout=args.call_timeout, session=args.session, pin=not args.no_pin)
-    try:
-        return asyncio.run(serve_stdio(router.serve))
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        guard.close()
-
-
-def _mcp(args: argparse.Namespace, out: TextIO) -> int:
-    import asyncio
-
-    from callwarden._guard import Guard
-    from callwarden.gateway import Gateway, HttpUpstream, ProcessUpstream
-
-    command = args.server_command[1:] if args.server_command[:1] == ["--"] \
-        else args.server_command
-    if args.config is not None:
-        return _mcp_config(args, command)
-    if bool(command) == bool(args.upstream):
-        print("callwarden mcp: give the MCP server to run after -- (e.g. callwarden mcp "
-              "--policy policy.yaml -- npx -y @modelcontextprotocol/server-filesystem .), "
-              "or its URL with --upstream, one of the two", file=sys.stderr)
-        return EXIT_USAGE
-    headers = {}
-    for header in args.header:
-        name, sep, value = header.partition(":")
-        if not sep or not name.strip():
-            print(f"callwarden mcp: --header {header!r} is not NAME:VALUE", file=sys.stderr)
-            return EXIT_USAGE
-        headers[name.strip()] = value.strip()
-    if headers and not args.upstream:
-        print("callwarden mcp: --header goes with --upstream", file=sys.stderr)
-        return EXIT_USAGE
-    upstream = HttpUpstream(args.upstream, headers) if args.upstream \
-        else ProcessUpstream(command)
-    if args.call_timeout <= 0:
-        print("callwarden mcp: --call-timeout must be more than 0 seconds", file=sys.stderr)
-        return EXIT_USAGE
-    guard = Guard.from_file(args.policy)  # a broken policy: exit 2 with every problem
-    gateway = Gateway(guard, server=args.name, hide_refused=not args.show_refused,
-                      call_timeout=args.call_timeout, session=args.session,
-                      pin=not args.no_pin)
-    try:
-        return asyncio.run(gateway.serve_stdio(upstream))
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        guard.close()
 
 
 def _hook(args: argparse.Namespace, out: TextIO) -> int:

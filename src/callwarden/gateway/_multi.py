@@ -6,7 +6,8 @@ The servers come from a config in the ``mcpServers`` format clients use (``comma
 ``mcp__SERVER__TOOL``. Each server has a gateway of its own (``Gateway``: decisions, pins,
 screening, timeouts); this router answers the handshake, merges ``tools/list``, sends each
 ``tools/call`` to its server, and carries the servers' own requests (sampling, elicitation,
-roots) to the client and the answers back. The servers' resources and prompts are not offered.
+roots) to the client and the answers back. Every page of each server's ``tools/list`` is read
+and offered as one. The servers' resources and prompts are not offered.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = ["Router", "load_servers"]
 _SEPARATOR = "__"
 _NOT_OFFERED = -32601
 _HANDSHAKE_TIMEOUT = 60.0
+_PAGES = 100  # tools/list pages read from one server at most
 
 
 def load_servers(text: str) -> dict[str, Upstream]:
@@ -89,14 +91,13 @@ class Router:
                                      call_timeout=call_timeout, session=session, pin=pin)
                        for name in upstreams}
         self._timeout = call_timeout
-        self._write: Callable[[dict[str, Any]], None] = lambda _: None
+        self._write: Callable[..., None] = lambda *_, **__: None
         self._awaited: dict[str, asyncio.Future[Any]] = {}  # our requests to the servers
         self._relayed: dict[str, tuple[str, Any]] = {}  # the servers' requests to the client
         self._live: set[str] = set()
         self._jobs: set[asyncio.Task[None]] = set()  # handshakes and listings under way
 
-    async def serve(self, client: asyncio.StreamReader,
-                    write: Callable[[dict[str, Any]], None]) -> int:
+    async def serve(self, client: asyncio.StreamReader, write: Callable[..., None]) -> int:
         """Runs until the client leaves, a call halts the session, or every server is gone."""
         self._write = write
         started: list[str] = []
@@ -151,9 +152,9 @@ class Router:
             core._fail_pending(f"the MCP server {name} behind callwarden is gone; the call's "
                                "outcome is unknown")
 
-    def _from(self, name: str) -> Callable[[dict[str, Any]], None]:
+    def _from(self, name: str) -> Callable[..., None]:
         """What a server's gateway sends toward the client, routed."""
-        def route(message: dict[str, Any]) -> None:
+        def route(message: dict[str, Any], related: Any = None) -> None:
             msg_id = message.get("id")
             if "method" not in message and isinstance(msg_id, str) \
                     and msg_id in self._awaited:
@@ -164,7 +165,7 @@ class Router:
                 relayed = f"callwarden-relay-{new_id()}"  # a server's request to the client
                 self._relayed[relayed] = (name, msg_id)
                 message = {**message, "id": relayed}
-            self._write(message)
+            self._write(message, related=related)
         return route
 
     # -- the client's messages ------------------------------------------------------------
@@ -232,21 +233,46 @@ class Router:
         self._jobs.add(task)
         task.add_done_callback(self._jobs.discard)
 
+    def _ask(self, name: str, message: dict[str, Any]) -> asyncio.Future[Any]:
+        """Sends a request to one server (through its gateway); its answer, to come."""
+        core = self._cores[name]
+        ask_id = f"callwarden-{name}-{new_id()}"
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._awaited[ask_id] = answer
+        core._track(_Forwarded(message["method"], ask_id))
+        core._to_server({**message, "id": ask_id})
+        return answer
+
     async def _ask_all(self, message: dict[str, Any]) -> dict[str, Any]:
         """Sends a request to every live server (through its gateway); their answers."""
-        asked: dict[str, asyncio.Future[Any]] = {}
-        for name in sorted(self._live):
-            core = self._cores[name]
-            ask_id = f"callwarden-{name}-{new_id()}"
-            asked[name] = asyncio.get_running_loop().create_future()
-            self._awaited[ask_id] = asked[name]
-            core._track(_Forwarded(message["method"], ask_id))
-            core._to_server({**message, "id": ask_id})
+        asked = {name: self._ask(name, message) for name in sorted(self._live)}
         answers = {}
         for name, future in asked.items():
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 answers[name] = await asyncio.wait_for(future, _HANDSHAKE_TIMEOUT)
         return answers
+
+    async def _rest_of(self, name: str, message: dict[str, Any],
+                       answer: dict[str, Any]) -> list[Any]:
+        """A server's tools after its first page of ``tools/list`` (its ``nextCursor`` pages,
+        up to ``_PAGES`` of them)."""
+        tools: list[Any] = []
+        result = answer.get("result")
+        for _ in range(_PAGES):
+            cursor = result.get("nextCursor") if isinstance(result, dict) else None
+            if not isinstance(cursor, str) or not cursor or name not in self._live:
+                break
+            params = message.get("params")
+            page = {**message, "params": {**(params if isinstance(params, dict) else {}),
+                                          "cursor": cursor}}
+            try:
+                reply = await asyncio.wait_for(self._ask(name, page), _HANDSHAKE_TIMEOUT)
+            except (TimeoutError, asyncio.CancelledError):
+                break
+            result = reply.get("result")
+            if isinstance(result, dict) and isinstance(result.get("tools"), list):
+                tools += result["tools"]
+        return tools
 
     async def _handshake(self, message: dict[str, Any]) -> None:
         if message["method"] == "initialize":
@@ -277,10 +303,10 @@ class Router:
         first: dict[str, Any] = {}
         for name, answer in sorted(answers.items()):
             result = answer.get("result")
-            if not isinstance(result, dict):
+            if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
                 continue
             first = first or result
-            for tool in result.get("tools", []):
+            for tool in result["tools"] + await self._rest_of(name, message, answer):
                 if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                     tools.append({**tool, "name": f"{name}{_SEPARATOR}{tool['name']}"})
         result = {k: v for k, v in first.items() if k != "nextCursor"}

@@ -41,7 +41,7 @@ from callwarden._messages import (
 )
 from callwarden._profiles import SideEffect, ToolProfile, default_profile
 from callwarden.exceptions import ApprovalPending
-from callwarden.gateway._upstream import MAX_MESSAGE, Upstream, encode, read_line
+from callwarden.gateway._upstream import _META_PROTOCOL, MAX_MESSAGE, Upstream, encode, read_line
 
 __all__ = ["Gateway", "policy_tool_name", "serve_stdio", "server_slug"]
 
@@ -55,15 +55,17 @@ _UPSTREAM_GONE = -32002  # the server exited or did not answer in time
 _DRAIN = 10.0  # seconds the server gets to answer what a departed client asked
 
 
-async def serve_stdio(run: Callable[[asyncio.StreamReader, Callable[[dict[str, Any]], None]],
+async def serve_stdio(run: Callable[[asyncio.StreamReader, Callable[..., None]],
                                    Awaitable[int]]) -> int:
-    """Runs ``run(reader, write)`` on this process's stdin / stdout (MCP over stdio)."""
+    """Runs ``run(reader, write)`` on this process's stdin / stdout (MCP over stdio).
+    ``write(message, related=None)``: ``related`` names the client's request a message
+    to the client belongs to (a transport with a stream per request uses it)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_MESSAGE)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     out = sys.stdout.buffer
 
-    def write(message: dict[str, Any]) -> None:
+    def write(message: dict[str, Any], related: Any = None) -> None:
         out.write(encode(message))
         out.flush()
 
@@ -143,7 +145,7 @@ class Gateway:
         self._hide = hide_refused
         self._timeout = call_timeout
         self._pending: dict[str, _Forwarded] = {}
-        self._to_client: Callable[[dict[str, Any]], None] = lambda _: None
+        self._to_client: Callable[..., None] = lambda *_, **__: None
         self._to_server: Callable[[dict[str, Any]], None] = lambda _: None
         self._ended = asyncio.Event()
         self._halted: Decision | None = None
@@ -176,8 +178,8 @@ class Gateway:
         the exit status."""
         return await serve_stdio(lambda reader, write: self.serve(reader, write, upstream))
 
-    async def serve(self, client: asyncio.StreamReader,
-                    write: Callable[[dict[str, Any]], None], upstream: Upstream) -> int:
+    async def serve(self, client: asyncio.StreamReader, write: Callable[..., None],
+                    upstream: Upstream) -> int:
         """Runs the gateway between a client (``client`` lines in, ``write`` messages out) and
         the server; returns when either side ends or the policy halts."""
         self._to_client = write
@@ -297,7 +299,7 @@ class Gateway:
                     self._asked[pending.request_id] = asked
                     self._to_client(_input_required(msg_id, pending))
                     return
-                if not modern and self._elicits and await self._elicit(pending):
+                if not modern and self._elicits and await self._elicit(pending, msg_id):
                     decision = await self._enforcer.adecide(tool, arguments,
                                                             call_id=str(msg_id),
                                                             context=self._context(name))
@@ -333,7 +335,7 @@ class Gateway:
         if isinstance(info, dict) and isinstance(info.get("name"), str) and info["name"]:
             self._client_name = f"{info['name'][:60]} (MCP client)"
 
-    async def _elicit(self, pending: ApprovalPending) -> bool:
+    async def _elicit(self, pending: ApprovalPending, msg_id: Any) -> bool:
         """Puts a pending approval to the client's user (``elicitation/create``); True when
         an answer was recorded (the call is then decided again)."""
         request_id = pending.request_id
@@ -341,7 +343,7 @@ class Gateway:
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._answers[ask_id] = answer
         self._to_client({"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create",
-                         "params": _approval_question(pending)})
+                         "params": _approval_question(pending)}, related=msg_id)
         try:
             reply = await asyncio.wait_for(answer, self._timeout)
         except TimeoutError:
@@ -552,7 +554,6 @@ class Gateway:
 # 2026-07-28, where the name travels in ``_meta``).
 _HANDSHAKES = ("initialize", "server/discover")
 _META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-_META_PROTOCOL = "io.modelcontextprotocol/protocolVersion"
 
 
 def _server_name(result: Any) -> str | None:

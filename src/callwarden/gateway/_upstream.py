@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 __all__ = ["MAX_MESSAGE", "HttpUpstream", "ProcessUpstream", "Upstream", "encode", "read_line"]
 
+_META_PROTOCOL = "io.modelcontextprotocol/protocolVersion"
 MAX_MESSAGE = 16 * 1024 * 1024  # one JSON-RPC message (a line) at most
 _STOP_GRACE = 2.0  # seconds the server gets to exit after its stdin closes
 
@@ -121,6 +122,7 @@ class HttpUpstream:
         self._failed = asyncio.Event()
         self._streams: Any = None
         self._pump: asyncio.Task[None] | None = None
+        self._param_headers: dict[str, dict[tuple[str, ...], str]] = {}
 
     def __str__(self) -> str:
         return self.url
@@ -139,7 +141,7 @@ class HttpUpstream:
         self._outbox.put_nowait(message)
 
     async def _send_all(self) -> None:
-        from mcp.shared.message import SessionMessage
+        from mcp.shared.message import ClientMessageMetadata, SessionMessage
         from mcp_types.jsonrpc import jsonrpc_message_adapter
 
         write = self._streams[1]
@@ -150,9 +152,52 @@ class HttpUpstream:
                     parsed = jsonrpc_message_adapter.validate_python(message)
                 except ValueError:
                     continue  # not a JSON-RPC message the transport can carry
-                await write.send(SessionMessage(parsed))
+                headers = self._headers(message)
+                await write.send(SessionMessage(parsed, metadata=ClientMessageMetadata(
+                    headers=headers) if headers else None))
         except Exception:  # the transport is gone: the gateway ends, failing what it owed
             self._failed.set()
+
+    def _headers(self, message: dict[str, Any]) -> dict[str, str]:
+        """The headers a request of protocol 2026-07-28 or later mirrors (its version, method,
+        name and the ``Mcp-Param-*`` of the arguments it is sent with, which may be the
+        policy's rewrite); none for an earlier protocol's."""
+        from mcp.shared.inbound import (
+            MCP_METHOD_HEADER,
+            MCP_NAME_HEADER,
+            MCP_PROTOCOL_VERSION_HEADER,
+            NAME_BEARING_METHODS,
+            encode_header_value,
+            mcp_param_headers,
+        )
+
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(_META_PROTOCOL) if isinstance(meta, dict) else None
+        method = message.get("method")
+        if not isinstance(version, str) or not isinstance(method, str):
+            return {}
+        headers = {MCP_PROTOCOL_VERSION_HEADER: version, MCP_METHOD_HEADER: method}
+        name = params.get(NAME_BEARING_METHODS.get(method, ""))  # type: ignore[union-attr]
+        if isinstance(name, str):
+            headers[MCP_NAME_HEADER] = encode_header_value(name)
+        arguments = params.get("arguments")  # type: ignore[union-attr]
+        if method == "tools/call" and isinstance(name, str) and isinstance(arguments, dict) \
+                and name in self._param_headers:
+            headers.update(mcp_param_headers(self._param_headers[name], arguments))
+        return headers
+
+    def _learn_tools(self, message: dict[str, Any]) -> None:
+        """Which arguments each listed tool mirrors into ``Mcp-Param-*`` headers."""
+        from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
+
+        result = message.get("result")
+        tools = result.get("tools") if isinstance(result, dict) else None
+        for tool in tools if isinstance(tools, list) else ():
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                schema = tool.get("inputSchema")
+                if find_invalid_x_mcp_header(schema) is None:
+                    self._param_headers[tool["name"]] = x_mcp_header_map(schema)
 
     async def messages(self) -> AsyncIterator[dict[str, Any] | None]:
         from mcp_types.jsonrpc import jsonrpc_message_adapter
@@ -173,8 +218,10 @@ class HttpUpstream:
             if isinstance(item, Exception):
                 yield None
                 continue
-            yield jsonrpc_message_adapter.dump_python(item.message, by_alias=True, mode="json",
-                                                      exclude_unset=True)
+            message = jsonrpc_message_adapter.dump_python(item.message, by_alias=True,
+                                                          mode="json", exclude_unset=True)
+            self._learn_tools(message)
+            yield message
 
     async def stop(self) -> None:
         import anyio
