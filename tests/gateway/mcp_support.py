@@ -87,14 +87,17 @@ class Setup:
         return [json.loads(line) for line in self.audit.read_text().splitlines()]
 
 
-def start_http_server(log: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
-    """The test server over streamable HTTP on a free local port, once it listens."""
+def start_http_server(log: Path, env: dict[str, str], port: int | None = None
+                      ) -> tuple[subprocess.Popen[bytes], str]:
+    """The test server over streamable HTTP on ``port`` (default: a free local one), once
+    it listens."""
     import socket
     import time
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    if port is None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
     server = subprocess.Popen([sys.executable, str(UPSTREAM), str(log), "--http", str(port)],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + TIMEOUT

@@ -36,8 +36,6 @@ from mcp_support import (
     text,
 )
 
-from callwarden import Guard
-
 TOKEN = "s3cret-token-for-the-gateway"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {},
@@ -171,52 +169,6 @@ async def test_http_on_both_hops_and_a_halt_ends_only_its_session(
     assert ran(setup.log) == [("read_file", {"path": "a.txt"}), ("search", {"query": "q",
                                                                             "limit": 5}),
                               ("config", {"name": "api"}), ("read_file", {"path": "c.txt"})]
-
-
-@pytest.mark.parametrize(("answer", "runs"), [({"approve": True}, True),
-                                              ({"approve": False, "reason": "freeze"}, False)])
-async def test_an_ask_is_put_to_the_clients_user_over_http(
-        setup: Setup, http_upstream: str, answer: dict[str, Any], runs: bool) -> None:
-    """The approval form travels on the call's own event stream; the answer comes back as a
-    POST; the call runs once, or is refused with the reason."""
-    questions: list[str] = []
-
-    async def elicit(_: Any, params: Any) -> types.ElicitResult:
-        questions.append(params.message)
-        return types.ElicitResult(action="accept", content=answer)
-
-    with gateway(setup, upstream=["--upstream", http_upstream]) as listening:
-        async with session(listening.url, elicit=elicit) as client:
-            done = await client.call_tool("deploy", {"env": "prod"})
-    assert len(questions) == 1 and "mcp__files__deploy" in questions[0]
-    if runs:
-        assert not done.is_error and text(done) == "deployed to prod"
-        assert ran(setup.log) == [("deploy", {"env": "prod"})]
-    else:
-        assert done.is_error and "freeze" in text(done)
-        assert ran(setup.log) == []
-
-
-async def test_an_ask_without_elicitation_runs_once_after_approval(setup: Setup) -> None:
-    with gateway(setup) as listening:
-        async with session(listening.url) as client:
-            first = await client.call_tool("deploy", {"env": "prod"})
-            assert first.is_error and ran(setup.log) == []
-            guard = Guard.from_file(setup.policy)
-            try:
-                (pending,) = guard.approvals.list("pending")
-            finally:
-                guard.close()
-            assert pending.id in text(first)
-            approve = await asyncio.to_thread(
-                subprocess.run, [str(CLI), "approvals", "approve", pending.id, "--policy",
-                                 str(setup.policy), "--by", "alice"],
-                capture_output=True, text=True, timeout=TIMEOUT, env=setup.env, check=False)
-            assert approve.returncode == 0, approve.stderr
-            approved = await client.call_tool("deploy", {"env": "prod"})
-            again = await client.call_tool("deploy", {"env": "prod"})
-    assert text(approved) == "deployed to prod" and again.is_error
-    assert ran(setup.log) == [("deploy", {"env": "prod"})]
 
 
 async def test_a_stateless_2026_client(setup: Setup, http_upstream: str) -> None:
