@@ -578,3 +578,33 @@ async def test_every_page_of_each_servers_tools_is_offered(tmp_path: Path) -> No
                                               "paged__omega"]
     assert listed.next_cursor is None
     assert text(last) == "ran omega" and refused.is_error
+
+
+async def test_the_policy_says_whether_refused_tools_are_listed_and_tools_pinned(
+        tmp_path: Path) -> None:
+    """``mcp: {hide_refused: false, pin_tools: false}``: refused tools are listed (calls to
+    them still refused) and a changed tool is not pinned against; the CLI flags need not be
+    given."""
+    setup = Setup(tmp_path, POLICY + "mcp: {{hide_refused: false, pin_tools: false}}\n")
+    async with setup.session() as session:
+        listed = {t.name for t in (await session.list_tools()).tools}
+        denied = await session.call_tool("delete_file", {"path": "a"})
+    assert {"delete_file", "wipe"} <= listed and denied.is_error
+    setup.env["MCP_FILES_RUG_PULL"] = "1"
+    async with setup.session() as session:
+        listed = {t.name for t in (await session.list_tools()).tools}
+        read = await session.call_tool("read_file", {"path": "b"})
+    assert "read_file" in listed and text(read) == "contents of b"
+
+
+@pytest.mark.parametrize(("section", "says"), [
+    ("mcp: {{hide: true}}", "allowed keys: hide_refused, pin_tools"),
+    ("mcp: {{pin_tools: 'yes'}}", "must be true or false"),
+    ("mcp: [hide_refused]", "must be a mapping")])
+def test_a_wrong_mcp_section_is_a_policy_error(tmp_path: Path, section: str, says: str) -> None:
+    from callwarden.exceptions import PolicyError
+
+    setup = Setup(tmp_path, POLICY + section + "\n")
+    with pytest.raises(PolicyError) as wrong:
+        Guard.from_file(setup.policy)
+    assert says in str(wrong.value)

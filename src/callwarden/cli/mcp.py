@@ -30,8 +30,8 @@ def add_mcp_parser(sub: Any) -> None:
                      help="the server's name in policy tool names (mcp__NAME__TOOL); default: "
                           "the name the server gives itself")
     mcp.add_argument("--show-refused", action="store_true",
-                     help="list tools the policy refuses whatever their arguments (hidden by "
-                          "default)")
+                     help="list tools the policy refuses whatever their arguments (hidden "
+                          "unless the policy says mcp: {hide_refused: false})")
     mcp.add_argument("--call-timeout", type=float, default=120.0, metavar="SECONDS",
                      help="how long a tool call may take upstream (default 120)")
     mcp.add_argument("--upstream", default=None, metavar="URL",
@@ -43,7 +43,8 @@ def add_mcp_parser(sub: Any) -> None:
                      help="an HTTP header for --upstream (repeatable), e.g. "
                           "'Authorization: Bearer ...'")
     mcp.add_argument("--no-pin", action="store_true",
-                     help="do not pin tool definitions (by default a tool whose description "
+                     help="do not pin tool definitions (as mcp: {pin_tools: false} in the "
+                          "policy; by default a tool whose description "
                           "or input schema changed since first seen is refused until "
                           "'callwarden mcp accept SERVER TOOL')")
     mcp.add_argument("--session", default=None,
@@ -141,8 +142,8 @@ def _session_maker(args: argparse.Namespace, command: list[str]
     a fresh connection to the upstream(s); or what is wrong with the arguments."""
     from callwarden.gateway import Gateway, HttpUpstream, ProcessUpstream, Router, load_servers
 
-    options = {"hide_refused": not args.show_refused, "call_timeout": args.call_timeout,
-               "pin": not args.no_pin}
+    options = {"hide_refused": False if args.show_refused else None,  # None: the policy's
+               "call_timeout": args.call_timeout, "pin": False if args.no_pin else None}
     if args.config is not None:
         if command or args.upstream or args.name or args.header:
             return "--config names the servers; give no command, --upstream, --name or " \

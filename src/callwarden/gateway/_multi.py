@@ -83,8 +83,8 @@ class Router:
     """One MCP endpoint in front of several servers, each decided by the same policy."""
 
     def __init__(self, guard: Guard, upstreams: Mapping[str, Upstream], *,
-                 hide_refused: bool = True, call_timeout: float = 120.0,
-                 session: str | None = None, pin: bool = True) -> None:
+                 hide_refused: bool | None = None, call_timeout: float = 120.0,
+                 session: str | None = None, pin: bool | None = None) -> None:
         session = session or f"mcp-{new_id()}"
         self._upstreams = dict(upstreams)
         self._cores = {name: Gateway(guard, server=name, hide_refused=hide_refused,

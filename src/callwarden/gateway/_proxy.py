@@ -127,29 +127,33 @@ class Gateway:
         server: The server's name in policy tool names (``mcp__SERVER__TOOL``); default: the
             name the server gives in its ``initialize`` answer.
         hide_refused: Leave out of ``tools/list`` the tools the policy refuses whatever
-            their arguments.
+            their arguments; default: the policy's ``mcp.hide_refused`` (on unless it says
+            otherwise).
         call_timeout: Seconds a forwarded ``tools/call`` may take before the client gets an
             error (and the server a cancellation).
         session: The session every call belongs to (limits per session, history); default:
             one new id per gateway process.
         pin: Pin each tool's definition the first time it is listed and refuse calls to a tool
             whose definition changed since, until someone accepts it (``callwarden mcp accept
-            SERVER TOOL``); changed tools are left out of ``tools/list``.
+            SERVER TOOL``); changed tools are left out of ``tools/list``. Default: the
+            policy's ``mcp.pin_tools`` (on unless it says otherwise).
     """
 
-    def __init__(self, guard: Guard, *, server: str | None = None, hide_refused: bool = True,
-                 call_timeout: float = 120.0, session: str | None = None,
-                 pin: bool = True) -> None:
+    def __init__(self, guard: Guard, *, server: str | None = None,
+                 hide_refused: bool | None = None, call_timeout: float = 120.0,
+                 session: str | None = None, pin: bool | None = None) -> None:
+        settings = guard.loaded.mcp
         self._enforcer = Enforcer(guard, framework="mcp", session=session or f"mcp-{new_id()}")
         self._server = server_slug(server) if server else None
-        self._hide = hide_refused
+        self._hide = settings.get("hide_refused", True) if hide_refused is None \
+            else hide_refused
         self._timeout = call_timeout
         self._pending: dict[str, _Forwarded] = {}
         self._to_client: Callable[..., None] = lambda *_, **__: None
         self._to_server: Callable[[dict[str, Any]], None] = lambda _: None
         self._ended = asyncio.Event()
         self._halted: Decision | None = None
-        self._pin = pin
+        self._pin = settings.get("pin_tools", True) if pin is None else pin
         self._pinned: dict[str, str] = {}  # tool -> what its pin said when last listed
         self._listing: dict[str, dict[str, Any]] = {}  # tool -> its definition, as listed
         self._hinted: dict[str, ToolProfile] = {}  # profiles from the tools' annotations

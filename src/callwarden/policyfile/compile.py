@@ -52,6 +52,7 @@ from callwarden.policyfile.settings import (
     LoadedPolicy,
     parse_approvals,
     parse_audit,
+    parse_mcp,
     parse_settings,
     parse_state,
     parse_workspace,
@@ -170,6 +171,10 @@ def compile_policy(
             lines.file, lines.line(examples[0][0]), None,
             "load with providers='load' (callwarden lint --providers) to run them"))
         check_examples = False
+    mcp: dict[str, bool] = {}
+    for base in bases:
+        mcp.update(parse_mcp(base.data.get("mcp"), base.check))
+    mcp.update(parse_mcp(data.get("mcp"), check))
     loaded = LoadedPolicy(
         tuple(rules), settings, profiles,
         state=parse_state(data.get("state"), check, folder),
@@ -179,6 +184,7 @@ def compile_policy(
         workspace={k: v for k, v in options.items() if k in ("root", "home")},
         digest=digest, source=lines.file, lines=lines, notes=tuple(notes),
         files=tuple(os.path.abspath(f) for f in policy_files(sources)),
+        mcp=mcp,
     )
     if check.problems:
         if check_examples and examples:

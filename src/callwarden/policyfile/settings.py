@@ -1,6 +1,6 @@
 """What a loaded policy is made of: :class:`LoadedPolicy`, and the policy-wide settings
 (``default``, ``mode``, ``on_error``, ``timeout``, ``workspace``, ``state``, ``audit``,
-``approvals``) checked into typed values.
+``approvals``, ``mcp``) checked into typed values.
 
 Loading opens nothing. The guard opens the state store, the audit sinks and the approvals
 store from these settings, and builds the engine with them.
@@ -26,8 +26,11 @@ from callwarden.policyfile.providers import PROVIDERS_ENV, ProviderAllowlist, Pr
 from callwarden.policyfile.yamlsrc import Lines
 from callwarden.state import check_store_url
 
-__all__ = ["LoadedPolicy", "parse_approvals", "parse_audit", "parse_settings", "parse_state",
-           "parse_workspace"]
+__all__ = ["MCP_KEYS", "LoadedPolicy", "parse_approvals", "parse_audit", "parse_mcp",
+           "parse_settings", "parse_state", "parse_workspace"]
+
+# ``mcp:``: the gateway's policy settings (``callwarden mcp``), each on by default.
+MCP_KEYS = ("hide_refused", "pin_tools")
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +52,8 @@ class LoadedPolicy:
         notes: what loading left unchecked, not errors: with ``providers="check"``, each
             ``use:`` not imported and the inline examples not run because of them. A policy
             with such notes is for checking only (its unloaded rules fail closed).
+        mcp: the ``mcp:`` settings of the MCP gateway (``hide_refused``, ``pin_tools``), those
+            of the policies it extends merged in; a key not given is on.
         files: the files it was read from: the policy file, those it extends (bundled ones
             included) and their list files.
     """
@@ -65,6 +70,7 @@ class LoadedPolicy:
     lines: Lines | None = None
     notes: tuple[Problem, ...] = ()
     files: tuple[str, ...] = ()
+    mcp: Mapping[str, bool] = field(default_factory=dict)
     _warmed: bool = field(default=False, init=False, repr=False, compare=False)
 
     def engine(self, *, store: Any = None, clock: Any = None) -> Engine:
@@ -142,6 +148,26 @@ def parse_workspace(raw: Any, check: Checker, folder: Path) -> dict[str, Any]:
         out["project_root"] = out["cwd"] = out["root"]
     return out
 
+
+
+def parse_mcp(raw: Any, check: Checker) -> dict[str, bool]:
+    """``mcp: {hide_refused: true, pin_tools: true}``: what ``callwarden mcp`` does with tools
+    the policy refuses whatever their arguments (left out of ``tools/list``) and with tool
+    definitions (pinned, a changed one refused)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        check.error(("mcp",), "must be a mapping", "e.g. mcp: {hide_refused: false}")
+        return {}
+    check.keys(raw, ("mcp",), MCP_KEYS, "mcp")
+    out = {}
+    for key in MCP_KEYS:
+        if key in raw:
+            if isinstance(raw[key], bool):
+                out[key] = raw[key]
+            else:
+                check.error(("mcp", key), "must be true or false")
+    return out
 
 
 def parse_state(raw: Any, check: Checker, base_dir: Path) -> str | None:
