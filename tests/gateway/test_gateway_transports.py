@@ -170,14 +170,19 @@ async def test_redaction_and_listing(pairing: Pairing) -> None:
         capped = await session.call_tool("search", {"query": "q", "limit": 50})
         dumped = await session.call_tool("env_dump", {})
         config = await session.call_tool("config", {"name": "api"})
+        attached = await session.call_tool("attach", {"name": "creds.txt"})
     assert "delete_file" not in listed and "wipe" not in listed and "search" in listed
     assert denied.is_error and text(capped) == "5 results for q"
     assert "ghp_A1b2" not in text(dumped) and "REDACTED" in text(dumped)
     assert config.structured_content is not None
     assert config.structured_content["service"] == "api"
     assert "ghp_A1b2" not in json.dumps(config.structured_content) + text(config)
+    resource = attached.content[1].resource  # an embedded resource, screened too
+    assert resource.uri == "file:///creds.txt" and "REDACTED" in resource.text
+    assert "ghp_A1b2" not in json.dumps(attached.model_dump(mode="json"))
     assert ran(pairing.setup.log) == [("search", {"query": "q", "limit": 5}), ("env_dump", {}),
-                                      ("config", {"name": "api"})]
+                                      ("config", {"name": "api"}),
+                                      ("attach", {"name": "creds.txt"})]
 
 
 async def test_a_changed_tool_is_refused_until_accepted(pairing: Pairing) -> None:
