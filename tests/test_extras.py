@@ -130,12 +130,18 @@ def test_adapter_imports_only_what_its_extra_installs(module: str) -> None:
                          f"callwarden[{ADAPTER_EXTRAS[module] or ''}] does not install: {missing}")
 
 
-@pytest.mark.parametrize("module", sorted(p.name for p in (ADAPTERS.parent / "gateway").glob("*.py")))
-def test_gateway_imports_only_what_the_mcp_extra_installs(module: str) -> None:
-    imported = _third_party((ADAPTERS.parent / "gateway" / module).read_text(encoding="utf-8"))
-    missing = _missing(imported, "mcp")
-    assert not missing, (f"callwarden.gateway.{module} imports what callwarden[mcp] does not "
-                         f"install: {missing}")
+# Packages served by an extra of their own: callwarden mcp, callwarden serve.
+SERVED = [(package, extra, p.name) for package, extra in (("gateway", "mcp"), ("serve", "serve"))
+          for p in sorted((ADAPTERS.parent / package).glob("*.py"))]
+
+
+@pytest.mark.parametrize(("package", "extra", "module"), SERVED)
+def test_a_served_package_imports_only_what_its_extra_installs(package: str, extra: str,
+                                                               module: str) -> None:
+    imported = _third_party((ADAPTERS.parent / package / module).read_text(encoding="utf-8"))
+    missing = _missing(imported, extra)
+    assert not missing, (f"callwarden.{package}.{module} imports what callwarden[{extra}] "
+                         f"does not install: {missing}")
 
 
 def test_frameworks_extra_installs_every_framework_extra() -> None:

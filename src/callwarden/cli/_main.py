@@ -18,7 +18,7 @@ from callwarden.exceptions import PolicyError
 __all__ = ["EXIT_CODES", "main"]
 
 _DESCRIPTION = ("a policy-enforcement point for AI agent tool calls: check, decide, lint, test, "
-                "init, demo, hook, approvals, replay, explain, audit summary")
+                "init, demo, hook, mcp, serve, approvals, replay, explain, audit summary")
 
 EXIT_CODES = {Effect.ALLOW: 0, Effect.MODIFY: 0, Effect.DENY: 10, Effect.ASK: 11, Effect.HALT: 12}
 
@@ -83,6 +83,18 @@ def _parser() -> argparse.ArgumentParser:
     from callwarden.cli.mcp import add_mcp_parser
 
     add_mcp_parser(sub)
+
+    serve = sub.add_parser("serve", help="decide tool calls over HTTP for agents in any "
+                                         "language (and AuthZEN), with approvals")
+    serve.add_argument("--policy", "-p", required=True, type=Path, help="policy file")
+    serve.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
+                       help="where to listen (default 127.0.0.1:8080; port 0: a free one)")
+    serve.add_argument("--tokens", type=Path, default=None, metavar="FILE",
+                       help="bearer tokens, one 'ROLE NAME TOKEN' line each (roles: agent, "
+                            "approver, admin); or $CALLWARDEN_SERVE_TOKENS")
+    serve.add_argument("--max-body", type=int, default=None, metavar="BYTES",
+                       help="largest request body (default 1 MiB)")
+    serve.set_defaults(handler=_serve)
 
     from callwarden.cli.approvals import add_approvals_parser
 
@@ -299,6 +311,39 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
     if errors:
         return EXIT_USAGE
     return EXIT_TESTS_FAILED if failed else EXIT_OK
+
+
+def _serve(args: argparse.Namespace, out: TextIO) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("starlette") is None or \
+            importlib.util.find_spec("uvicorn") is None:
+        print("callwarden serve: starlette and uvicorn are not installed: pip install "
+              "'callwarden[serve]'", file=sys.stderr)
+        return EXIT_USAGE
+    from callwarden.serve import MAX_BODY, Service, Tokens, run
+
+    host, sep, port = str(args.listen).rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        print(f"callwarden serve: --listen {args.listen!r} is not HOST:PORT", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.tokens is not None:
+            tokens = Tokens.parse(args.tokens.read_text(encoding="utf-8"), str(args.tokens))
+        elif os.environ.get("CALLWARDEN_SERVE_TOKENS"):
+            tokens = Tokens.parse(os.environ["CALLWARDEN_SERVE_TOKENS"],
+                                  "CALLWARDEN_SERVE_TOKENS")
+        else:
+            raise ValueError("give --tokens FILE (or CALLWARDEN_SERVE_TOKENS): every request "
+                             "needs a token, with its role")
+    except (OSError, ValueError) as e:
+        print(f"callwarden serve: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.max_body is not None and args.max_body <= 0:
+        print("callwarden serve: --max-body must be more than 0", file=sys.stderr)
+        return EXIT_USAGE
+    service = Service(args.policy, tokens, max_body=args.max_body or MAX_BODY)
+    return run(service, host, int(port))
 
 
 def _hook(args: argparse.Namespace, out: TextIO) -> int:

@@ -1,0 +1,440 @@
+"""``callwarden serve``: the policy as an HTTP service (Starlette on uvicorn).
+
+Stateless: each worker loads the policy and keeps nothing of its own that a decision needs;
+limits, approvals and history live in the policy's state store, so workers on several hosts
+decide as one. Every answer is JSON, errors included (``{"error": {"code", "message"}}``).
+
+Starlette rather than FastAPI: routing, requests and streaming are all the service needs; the
+request bodies are checked here (a tool call is checked by the guard itself, which denies a bad
+one with a reason rather than rejecting it), and the OpenAPI document is written by hand and
+checked in (``openapi.json``), so FastAPI's models would add a validation pass and a
+dependency to every decision for nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from callwarden._call import ToolCall, freeze_args, json_safe
+from callwarden._decision import Decision, Effect, Mode
+from callwarden._enforce import Enforcer
+from callwarden._guard import Guard
+from callwarden.exceptions import (
+    ApprovalError,
+    ApprovalInvalid,
+    ApprovalPending,
+    ApprovalRefused,
+    CallwardenError,
+    InvalidCall,
+    PolicyError,
+)
+from callwarden.serve._auth import Holder, Tokens
+from callwarden.serve._metrics import Metrics
+
+__all__ = ["MAX_BODY", "Service", "create_app"]
+
+MAX_BODY = 1024 * 1024  # bytes of a request body, at most (413 past it)
+_CALL_FIELDS = ("agent", "session", "principal", "framework", "call_id")
+_RETIRE = 30.0  # seconds a replaced guard stays open for the decisions still using it
+
+
+class _Problem(CallwardenError):
+    """A request the service refuses: its status and a JSON error."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _error(status: int, code: str, message: str, **extra: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status,
+                        headers=extra or None)
+
+
+class Service:
+    """What the routes share: the guard (replaced on reload), the tokens, the metrics."""
+
+    def __init__(self, policy: Path, tokens: Tokens, *, max_body: int = MAX_BODY) -> None:
+        self.policy = policy
+        self.tokens = tokens
+        self.max_body = max_body
+        self.metrics = Metrics()
+        self.guard = Guard.from_file(policy)  # a broken policy: PolicyError, no service
+        self.loaded_at = time.time()
+
+    # -- the policy -----------------------------------------------------------------------
+
+    def reload(self) -> tuple[bool, list[str]]:
+        """Compiles and lints the policy file again; the new policy replaces the old one
+        only when it loads without a problem. (loaded?, the problems)."""
+        try:
+            fresh = Guard.from_file(self.policy)
+        except PolicyError as e:
+            return False, [str(p) for p in e.problems]
+        except OSError as e:
+            return False, [f"{self.policy}: {e}"]
+        old, self.guard = self.guard, fresh
+        self.loaded_at = time.time()
+        with contextlib.suppress(RuntimeError):  # no loop: close at once
+            asyncio.get_running_loop().call_later(_RETIRE, old.close)
+            return True, []
+        old.close()
+        return True, []
+
+    # -- requests -------------------------------------------------------------------------
+
+    def holder(self, request: Request, role: str) -> Holder:
+        holder = self.tokens.holder(request.headers.get("authorization"))
+        if holder is None:
+            raise _Problem(401, "unauthorized", "give Authorization: Bearer TOKEN (a token "
+                                                "of the service's token file)")
+        if not holder.may(role):
+            raise _Problem(403, "forbidden", f"a {holder.role} token may not do this (it "
+                                             f"needs the {role} role)")
+        return holder
+
+    async def body(self, request: Request) -> dict[str, Any]:
+        """The request's JSON object (413 past the size cap, 400 for anything else)."""
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            raise _Problem(413, "too_large", f"the body is over {self.max_body} bytes")
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > self.max_body:
+                raise _Problem(413, "too_large", f"the body is over {self.max_body} bytes")
+        try:
+            parsed = json.loads(data) if data else None
+        except ValueError as e:
+            raise _Problem(400, "bad_json", f"the body is not JSON: {e}") from None
+        if not isinstance(parsed, dict):
+            raise _Problem(400, "bad_request", "the body must be a JSON object")
+        return parsed
+
+    # -- deciding -------------------------------------------------------------------------
+
+    async def decide(self, body: Mapping[str, Any], holder: Holder) -> dict[str, Any]:
+        """One tool call decided; an ``ask`` answered with its approval request's id (and
+        once that request is approved, the same call is allowed once)."""
+        tool = body.get("tool")
+        if not isinstance(tool, str) or not tool:
+            raise _Problem(400, "bad_request", "'tool' must be a non-empty string")
+        fields: dict[str, Any] = {}
+        for name in _CALL_FIELDS:
+            value = body.get(name)
+            if value is not None and not isinstance(value, str):
+                raise _Problem(400, "bad_request", f"'{name}' must be a string")
+            fields[name] = value
+        context = body.get("context")
+        if context is not None and not isinstance(context, dict):
+            raise _Problem(400, "bad_request", "'context' must be an object")
+        approval_id = body.get("approval_id")
+        if approval_id is not None and not isinstance(approval_id, str):
+            raise _Problem(400, "bad_request", "'approval_id' must be a string")
+        enforcer = Enforcer(self.guard, framework=fields.pop("framework") or "service",
+                            agent=holder.name if holder.role == "agent" else None)
+        started = time.perf_counter()
+        request_id = None
+        try:
+            decision = await enforcer.adecide(tool, body.get("args", {}), context=context,
+                                              approval_id=approval_id, **fields)
+        except ApprovalPending as pending:
+            decision, request_id = pending.decision, pending.request_id
+        self.metrics.decided(decision, time.perf_counter() - started)
+        return {**decision.to_dict(), "approval_request": request_id}
+
+    async def outcome(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A tool's result after the output rules; the outcome recorded."""
+        decision = _decision_from(body.get("decision"))
+        if not decision.effect.allows:
+            raise _Problem(409, "not_allowed", f"the call was decided {decision.effect}: it "
+                                               "did not run, so it has no outcome")
+        failed = body.get("failed", False)
+        if not isinstance(failed, bool):
+            raise _Problem(400, "bad_request", "'failed' must be true or false")
+        started = time.perf_counter()
+        duration = body.get("duration_ms")
+        if isinstance(duration, int | float) and not isinstance(duration, bool) \
+                and 0 <= duration < 1e9:
+            started -= duration / 1000
+        screened = Enforcer(self.guard).finish(decision, body.get("result"), started,
+                                               failed=failed)
+        return {"status": str(screened.status), "result": json_safe(screened.shown),
+                "halt": screened.halt, "rule": screened.rule, "source": screened.source}
+
+    # -- AuthZEN --------------------------------------------------------------------------
+
+    async def evaluate(self, body: Mapping[str, Any], holder: Holder) -> dict[str, Any]:
+        """An AuthZEN evaluation (subject / action / resource / context) as a tool call: the
+        action's name is the tool, the resource's properties (or ``context.args``) its
+        arguments, the subject its principal; the answer is ``{"decision": bool, "context":
+        {...}}``, true for allow and modify."""
+        subject, action, resource, context = (body.get(k) for k in
+                                              ("subject", "action", "resource", "context"))
+        for name, part in (("subject", subject), ("action", action), ("resource", resource)):
+            if not isinstance(part, dict):
+                raise _Problem(400, "bad_request", f"'{name}' must be an object")
+        if context is not None and not isinstance(context, dict):
+            raise _Problem(400, "bad_request", "'context' must be an object")
+        context = dict(context or {})
+        name = action.get("name")  # type: ignore[union-attr]
+        if not isinstance(name, str) or not name:
+            raise _Problem(400, "bad_request", "'action.name' must be the tool's name")
+        properties = resource.get("properties")  # type: ignore[union-attr]
+        args = context.pop("args", properties if isinstance(properties, dict) else {})
+        subject_properties = subject.get("properties")  # type: ignore[union-attr]
+        agent = subject_properties.get("agent") if isinstance(subject_properties, dict) \
+            else None
+        call = {"tool": name, "args": args, "principal": _text(subject.get("id")),  # type: ignore[union-attr]
+                "agent": _text(agent), "session": _text(context.pop("session", None)),
+                "framework": "authzen", "context": {
+                    **context, "authzen": json_safe({"subject": subject, "action": action,
+                                                     "resource": resource})}}
+        decided = await self.decide(call, holder)
+        answer = {"effect": decided["effect"], "rule": decided["rule"],
+                  "decision_id": decided["decision_id"],
+                  "reason_user": {"en": decided["message"]} if decided["message"] else None,
+                  "args": decided["args"] if decided["effect"] == "modify" else None,
+                  "approval_request": decided["approval_request"]}
+        return {"decision": decided["effect"] in ("allow", "modify"),
+                "context": {k: v for k, v in answer.items() if v is not None}}
+
+    # -- approvals ------------------------------------------------------------------------
+
+    async def approvals(self, request: Request) -> list[dict[str, Any]]:
+        status = request.query_params.get("status")
+        if status is not None and status not in ("pending", "approved", "denied", "expired",
+                                                 "cancelled", "consumed"):
+            raise _Problem(400, "bad_request", f"status {status!r} is not a request status")
+        found = await self.guard.approvals.alist(status)
+        wanted = {k: request.query_params.get(k) for k in ("session", "agent", "tool")}
+        return [r.to_dict() for r in found
+                if all(v is None or getattr(r, k) == v for k, v in wanted.items())]
+
+    async def resolve(self, request_id: str, body: Mapping[str, Any], holder: Holder,
+                      approve: bool) -> dict[str, Any]:
+        approvals = self.guard.approvals
+        text = body.get("comment" if approve else "reason")
+        if text is not None and not isinstance(text, str):
+            raise _Problem(400, "bad_request", "'comment' / 'reason' must be a string")
+        edit = body.get("args")
+        if edit is not None and (not approve or not isinstance(edit, dict)):
+            raise _Problem(400, "bad_request", "'args' (an object) edits an approval only")
+        try:
+            if approve:
+                done = await approvals.aapprove(request_id, by=holder.name, comment=text,
+                                                edit=edit)
+            else:
+                done = await approvals.adeny(request_id, by=holder.name, reason=text)
+        except ApprovalError as e:
+            raise _approval_problem(e) from None
+        return dict(done.to_dict())
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _approval_problem(e: ApprovalError) -> _Problem:
+    if isinstance(e, ApprovalRefused):
+        return _Problem(403, e.code, e.message)
+    if isinstance(e, ApprovalInvalid) and e.code == "approval_not_found":
+        return _Problem(404, e.code, e.message)
+    return _Problem(409, e.code, e.message)
+
+
+def _decision_from(data: Any) -> Decision:
+    """The decision ``/v1/decide`` answered, as the outcome's request carries it back."""
+    if not isinstance(data, dict):
+        raise _Problem(400, "bad_request", "'decision' must be the object /v1/decide answered")
+    call = data.get("call")
+    try:
+        effect = Effect(str(data.get("effect")))
+        if not isinstance(call, dict) or not isinstance(data.get("decision_id"), str):
+            raise ValueError("it has no 'call' or no 'decision_id'")
+        tool = call.get("tool")
+        if not isinstance(tool, str):
+            raise ValueError("its call has no tool")
+        made = ToolCall.create(
+            tool, call.get("args"), call_id=_text(call.get("call_id")),
+            agent=_text(call.get("agent")), session=_text(call.get("session")),
+            principal=_text(call.get("principal")), framework=_text(call.get("framework")),
+            context=call.get("context") if isinstance(call.get("context"), dict) else None)
+        args = freeze_args(data.get("args", call.get("args")))
+    except (ValueError, InvalidCall) as e:
+        raise _Problem(400, "bad_request", f"'decision' is not one /v1/decide answered: {e}") \
+            from None
+    return Decision(effect, made, args, (), _text(data.get("rule")), _text(data.get("source")),
+                    (), str(data.get("message") or ""), Mode.ENFORCE, None,
+                    data["decision_id"], 0.0, _text(data.get("policy")))
+
+
+def _handler(service: Service, role: str | None,
+             work: Callable[[Request, Holder | None], Awaitable[Any]]
+             ) -> Callable[[Request], Awaitable[Response]]:
+    """A route: the token checked for ``role`` (None: open), problems answered as JSON."""
+    async def endpoint(request: Request) -> Response:
+        try:
+            holder = service.holder(request, role) if role is not None else None
+            result = await work(request, holder)
+        except _Problem as p:
+            extra = {"WWW-Authenticate": 'Bearer realm="callwarden"'} if p.status == 401 \
+                else {}
+            return _error(p.status, p.code, p.message, **extra)
+        except Exception as e:  # the service's own failure: still JSON, and it says what
+            print(f"callwarden serve: {request.url.path}: {type(e).__name__}: {e}",
+                  file=sys.stderr)
+            return _error(500, "internal", f"{type(e).__name__}: {e}")
+        return result if isinstance(result, Response) else JSONResponse(result)
+    return endpoint
+
+
+def create_app(service: Service) -> Starlette:
+    """The ASGI application serving ``service``."""
+    s = service
+
+    async def decide(request: Request, holder: Holder | None) -> Any:
+        return await s.decide(await s.body(request), holder)  # type: ignore[arg-type]
+
+    async def outcome(request: Request, _: Holder | None) -> Any:
+        return await s.outcome(await s.body(request))
+
+    async def evaluation(request: Request, holder: Holder | None) -> Any:
+        return await s.evaluate(await s.body(request), holder)  # type: ignore[arg-type]
+
+    async def evaluations(request: Request, holder: Holder | None) -> Any:
+        body = await s.body(request)
+        items = body.get("evaluations")
+        if items is None:
+            return {"evaluations": [await s.evaluate(body, holder)]}  # type: ignore[arg-type]
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items) \
+                or len(items) > 1000:
+            raise _Problem(400, "bad_request", "'evaluations' must be a list of at most "
+                                               "1000 objects")
+        defaults = {k: body.get(k) for k in ("subject", "action", "resource", "context")}
+        return {"evaluations": [await s.evaluate(
+            {**defaults, **{k: v for k, v in item.items() if v is not None}},
+            holder) for item in items]}  # type: ignore[arg-type]
+
+    async def approvals(request: Request, _: Holder | None) -> Any:
+        return {"approvals": await s.approvals(request)}
+
+    async def approval(request: Request, _: Holder | None) -> Any:
+        try:
+            return (await s.guard.approvals.aget(request.path_params["id"])).to_dict()
+        except ApprovalError as e:
+            raise _approval_problem(e) from None
+
+    async def approve(request: Request, holder: Holder | None) -> Any:
+        return await s.resolve(request.path_params["id"], await s.body(request), holder,  # type: ignore[arg-type]
+                               approve=True)
+
+    async def deny(request: Request, holder: Holder | None) -> Any:
+        return await s.resolve(request.path_params["id"], await s.body(request), holder,  # type: ignore[arg-type]
+                               approve=False)
+
+    async def reload(request: Request, _: Holder | None) -> Any:
+        loaded, problems = await asyncio.to_thread(s.reload)
+        if not loaded:
+            return JSONResponse({"error": {
+                "code": "policy_error", "message": "the policy was not reloaded; the one "
+                                                   "loaded before stays in force",
+                "problems": problems}}, status_code=422)
+        return {"reloaded": True, "policy": s.guard.loaded.digest}
+
+    async def healthz(request: Request, _: Holder | None) -> Any:
+        return {"status": "ok"}
+
+    async def readyz(request: Request, _: Holder | None) -> Any:
+        try:
+            await asyncio.wait_for(asyncio.to_thread(_probe_store, s.guard), 5.0)
+        except Exception as e:
+            return JSONResponse({"status": "not ready",
+                                 "reason": f"the state store does not answer: "
+                                           f"{type(e).__name__}: {e}"}, status_code=503)
+        return {"status": "ready", "policy": s.guard.loaded.digest,
+                "loaded_at": s.loaded_at}
+
+    async def metrics(request: Request, _: Holder | None) -> Any:
+        pending = len(await s.guard.approvals.alist("pending"))
+        return Response(s.metrics.render(pending), media_type="text/plain; version=0.0.4")
+
+    async def openapi(request: Request, _: Holder | None) -> Any:
+        return Response(OPENAPI, media_type="application/json")
+
+    def route(path: str, work: Any, role: str | None, method: str = "POST") -> Route:
+        return Route(path, _handler(s, role, work), methods=[method])
+
+    routes = [
+        route("/v1/decide", decide, "agent"),
+        route("/v1/outcome", outcome, "agent"),
+        route("/access/v1/evaluation", evaluation, "agent"),
+        route("/access/v1/evaluations", evaluations, "agent"),
+        route("/v1/approvals", approvals, "approver", "GET"),
+        route("/v1/approvals/{id}", approval, "approver", "GET"),
+        route("/v1/approvals/{id}/approve", approve, "approver"),
+        route("/v1/approvals/{id}/deny", deny, "approver"),
+        route("/v1/reload", reload, "admin"),
+        route("/metrics", metrics, "admin", "GET"),
+        route("/healthz", healthz, None, "GET"),
+        route("/readyz", readyz, None, "GET"),
+        route("/openapi.json", openapi, None, "GET"),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 404)
+        return _error(status, "not_found" if status == 404 else "method_not_allowed",
+                      f"{request.method} {request.url.path} is not served here "
+                      "(see /openapi.json)")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGHUP, _reload_on_signal, s)
+        try:
+            yield
+        finally:
+            s.guard.close()
+
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found},
+                     lifespan=lifespan)
+
+
+def _reload_on_signal(service: Service) -> None:
+    loaded, problems = service.reload()
+    if loaded:
+        print("callwarden serve: policy reloaded", file=sys.stderr, flush=True)
+    else:
+        print("callwarden serve: the policy was not reloaded (the one loaded before stays "
+              "in force):", *problems, sep="\n  ", file=sys.stderr, flush=True)
+
+
+def _probe_store(guard: Guard) -> None:
+    """Reads one key of the state store and one approval (raises when the store does not
+    answer)."""
+    store = guard.engine.store
+    read = getattr(store, "get", None)
+    if read is not None:
+        read("callwarden:readyz")
+    with contextlib.suppress(ApprovalInvalid):
+        guard.approvals.get("readyz-probe")
+
+
+OPENAPI = resources.files("callwarden.serve").joinpath("openapi.json").read_bytes()

@@ -1,0 +1,431 @@
+"""``callwarden serve`` as a process, over real HTTP: decisions, outcomes, approvals, AuthZEN,
+roles, errors, reload, metrics, and two processes sharing one store."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import jsonschema
+import pytest
+
+CLI = Path(sys.executable).with_name("callwarden")
+OPENAPI = Path(__file__).parents[2] / "src" / "callwarden" / "serve" / "openapi.json"
+TIMEOUT = 60
+SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+POLICY = """\
+version: 1
+default: allow
+state: sqlite:///{state}
+audit: {{sinks: [{{jsonl: {audit}}}]}}
+rules:
+  - id: no-delete
+    match: {{tool: delete_file}}
+    effect: deny
+    message: Deleting files is not allowed; move them to trash/ instead.
+  - id: cap-search
+    match: {{tool: search}}
+    cap: {{limit: 5}}
+    effect: modify
+  - id: deploy-asks
+    match: {{tool: deploy}}
+    effect: ask
+    message: Deploys need a person's go-ahead.
+  - id: stop-wipe
+    match: {{tool: wipe}}
+    effect: halt
+  - id: five-reads
+    match: {{tool: read_file}}
+    limit: {{calls: 5, per: session}}
+  - id: redact-secrets
+    on: output
+    match: {{tool: "*"}}
+    secrets: true
+    effect: modify
+"""
+
+TOKENS = {"agent": "agent-token-0123456789", "approver": "approver-token-0123456789",
+          "admin": "admin-token-0123456789", "alice": "alice-token-0123456789"}
+TOKEN_FILE = """\
+# role name token
+agent    bot    agent-token-0123456789
+approver carol  approver-token-0123456789
+approver alice  alice-token-0123456789
+admin    ops    admin-token-0123456789
+"""
+
+
+class Service:
+    """``callwarden serve`` on a free loopback port."""
+
+    def __init__(self, root: Path, *extra: str, policy: str = POLICY) -> None:
+        self.root = root
+        self.policy = root / "policy.yaml"
+        self.audit = root / "audit.jsonl"
+        if not self.policy.exists():
+            self.policy.write_text(policy.format(state=root / "state.db", audit=self.audit))
+        tokens = root / "tokens"
+        tokens.write_text(TOKEN_FILE)
+        self.process = subprocess.Popen(
+            [str(CLI), "serve", "--policy", str(self.policy), "--listen", "127.0.0.1:0",
+             "--tokens", str(tokens), *extra], stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        self.said: list[str] = []
+        self.url = ""
+        ready = threading.Event()
+
+        def read() -> None:
+            assert self.process.stderr is not None
+            for line in self.process.stderr:
+                self.said.append(line)
+                if "listening on " in line and not self.url:
+                    self.url = line.split("listening on ", 1)[1].strip()
+                    ready.set()
+            ready.set()
+
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
+        ready.wait(TIMEOUT)
+        assert self.url, "".join(self.said)
+
+    def request(self, method: str, path: str, body: Any = None, *, token: str | None = "agent",
+                raw: bytes | None = None, headers: dict[str, str] | None = None
+                ) -> tuple[int, Any, dict[str, str]]:
+        parts = urlsplit(self.url)
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=TIMEOUT)
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        if token is not None:
+            sent["Authorization"] = f"Bearer {TOKENS.get(token, token)}"
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        try:
+            connection.request(method, path, body=data, headers=sent)
+            response = connection.getresponse()
+            payload = response.read()
+            got = {k.lower(): v for k, v in response.getheaders()}
+        finally:
+            connection.close()
+        parsed = json.loads(payload) if got.get("content-type", "").startswith(
+            "application/json") else payload.decode()
+        return response.status, parsed, got
+
+    def decide(self, tool: str, args: Any = None, token: str = "agent", **fields: Any) -> Any:
+        status, body, _ = self.request("POST", "/v1/decide", {"tool": tool, "args": args or {},
+                                                              **fields}, token=token)
+        assert status == 200, body
+        return body
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.audit.read_text().splitlines()]
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            return self.process.wait(TIMEOUT)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            self._reader.join(5)
+            assert self.process.stderr is not None
+            self.process.stderr.close()
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    running = Service(tmp_path)
+    yield running
+    assert running.stop() == 0
+    assert not any("Traceback" in line for line in running.said), running.said
+
+
+DOC = json.loads(OPENAPI.read_text())
+
+
+def conforms(body: Any, schema: str) -> None:
+    """The body matches the OpenAPI document's schema of that name."""
+    jsonschema.validate(body, {"$ref": f"#/components/schemas/{schema}",
+                               "components": DOC["components"]})
+
+
+# -- deciding ---------------------------------------------------------------------------------
+
+
+def test_decisions_of_every_effect(service: Service) -> None:
+    allowed = service.decide("read_file", {"path": "a"}, session="s1")
+    denied = service.decide("delete_file", {"path": "a"})
+    capped = service.decide("search", {"query": "q", "limit": 50})
+    halted = service.decide("wipe", {"disk": "sda"})
+    for body in (allowed, denied, capped, halted):
+        conforms(body, "Decision")
+    assert allowed["effect"] == "allow" and allowed["call"]["session"] == "s1"
+    assert allowed["call"]["agent"] == "bot"  # the token's name, when the call names none
+    assert (denied["effect"], denied["rule"]) == ("deny", "no-delete")
+    assert "trash/" in denied["message"]
+    assert capped["effect"] == "modify" and capped["args"] == {"query": "q", "limit": 5}
+    assert halted["effect"] == "halt"
+    decisions = [(e["tool"], e["effect"]) for e in service.events() if e["type"] == "decision"]
+    assert decisions == [("read_file", "allow"), ("delete_file", "deny"), ("search", "modify"),
+                         ("wipe", "halt")]
+
+
+def test_a_call_that_is_not_one_is_denied_with_the_reason(service: Service) -> None:
+    """Arguments that are not an object are the guard's to judge: a deny, audited."""
+    body = service.decide("read_file", ["not", "an", "object"])
+    assert body["effect"] == "deny" and body["message"]
+
+
+def test_an_ask_runs_once_after_approval(service: Service) -> None:
+    call = {"tool": "deploy", "args": {"env": "prod"}, "session": "s1", "principal": "bob"}
+    status, first, _ = service.request("POST", "/v1/decide", call)
+    assert status == 200 and first["effect"] == "ask" and first["approval_request"]
+    request_id = first["approval_request"]
+    status, listed, _ = service.request("GET", "/v1/approvals?status=pending&session=s1",
+                                        token="approver")
+    assert status == 200 and [a["id"] for a in listed["approvals"]] == [request_id]
+    conforms(listed, "Approvals")
+    _, none, _ = service.request("GET", "/v1/approvals?session=other", token="approver")
+    assert none["approvals"] == []
+    status, approved, _ = service.request("POST", f"/v1/approvals/{request_id}/approve",
+                                          {"comment": "ok for today"}, token="approver")
+    assert status == 200 and approved["status"] == "approved"
+    assert approved["resolved_by"] == "carol"
+    _, second, _ = service.request("POST", "/v1/decide", call)
+    _, third, _ = service.request("POST", "/v1/decide", call)
+    assert second["effect"] == "allow"
+    assert third["effect"] == "ask" and third["approval_request"] != request_id  # once
+    status, again, _ = service.request("POST", f"/v1/approvals/{request_id}/approve", {},
+                                       token="approver")
+    assert status == 409 and again["error"]["code"].startswith("approval_")
+
+
+def test_edit_and_approve_and_deny(service: Service) -> None:
+    call = {"tool": "deploy", "args": {"env": "prod"}, "session": "s2"}
+    _, asked, _ = service.request("POST", "/v1/decide", call)
+    status, edited, _ = service.request(
+        "POST", f"/v1/approvals/{asked['approval_request']}/approve",
+        {"args": {"env": "staging"}}, token="approver")
+    assert status == 200 and edited["edited_args"] == {"env": "staging"}
+    _, ran, _ = service.request("POST", "/v1/decide", call)
+    assert ran["effect"] == "modify" and ran["args"] == {"env": "staging"}
+    _, asked, _ = service.request("POST", "/v1/decide", {**call, "session": "s3"})
+    status, denied, _ = service.request(
+        "POST", f"/v1/approvals/{asked['approval_request']}/deny", {"reason": "code freeze"},
+        token="approver")
+    assert status == 200 and denied["status"] == "denied"
+    _, refused, _ = service.request("POST", "/v1/decide", {**call, "session": "s3"})
+    assert refused["effect"] == "deny" and "code freeze" in refused["message"]
+
+
+def test_roles(service: Service) -> None:
+    _, asked, _ = service.request("POST", "/v1/decide", {
+        "tool": "deploy", "args": {"env": "x"}, "principal": "alice"})
+    request_id = asked["approval_request"]
+    for method, path, token, body in [
+            ("POST", f"/v1/approvals/{request_id}/approve", "agent", {}),  # never an agent
+            ("GET", "/v1/approvals", "agent", None),
+            ("POST", "/v1/decide", "approver", {"tool": "x"}),
+            ("POST", "/v1/reload", "approver", None),
+            ("GET", "/metrics", "agent", None)]:
+        status, error, _ = service.request(method, path, body, token=token)
+        assert status == 403 and error["error"]["code"] == "forbidden", (path, token)
+        conforms(error, "Error")
+    for token in (None, "wrong-token-0123456789"):
+        status, error, headers = service.request("POST", "/v1/decide", {"tool": "x"},
+                                                 token=token)
+        assert status == 401 and headers["www-authenticate"].startswith("Bearer")
+        assert error["error"]["code"] == "unauthorized"
+    # The approver named alice may not approve a call made on alice's behalf.
+    status, own, _ = service.request("POST", f"/v1/approvals/{request_id}/approve", {},
+                                     token="alice")
+    assert status == 403 and own["error"]["code"] == "self_approval"
+    status, _, _ = service.request("POST", f"/v1/approvals/{request_id}/approve", {},
+                                   token="admin")
+    assert status == 200  # an admin may do what an approver may
+
+
+def test_bad_requests_get_json_errors(tmp_path: Path) -> None:
+    service = Service(tmp_path, "--max-body", "2000")
+    try:
+        cases = {
+            "not json": service.request("POST", "/v1/decide", raw=b"{nope"),
+            "not an object": service.request("POST", "/v1/decide", [1, 2]),
+            "no tool": service.request("POST", "/v1/decide", {"args": {}}),
+            "bad field": service.request("POST", "/v1/decide", {"tool": "x", "session": 3}),
+            "too big": service.request("POST", "/v1/decide",
+                                       {"tool": "x", "args": {"a": "b" * 5000}}),
+            "unknown path": service.request("GET", "/v2/nothing"),
+            "wrong method": service.request("GET", "/v1/decide"),
+            "unknown approval": service.request("GET", "/v1/approvals/nope", token="approver"),
+            "bad status": service.request("GET", "/v1/approvals?status=maybe",
+                                          token="approver"),
+            "outcome of a deny": service.request("POST", "/v1/outcome", {"decision": {
+                **service.decide("delete_file", {"path": "a"})}, "result": "x"}),
+            "outcome without decision": service.request("POST", "/v1/outcome", {"result": 1}),
+        }
+        expected = {"not json": 400, "not an object": 400, "no tool": 400, "bad field": 400,
+                    "too big": 413, "unknown path": 404, "wrong method": 405,
+                    "unknown approval": 404, "bad status": 400, "outcome of a deny": 409,
+                    "outcome without decision": 400}
+        for name, (status, body, headers) in cases.items():
+            assert status == expected[name], (name, status, body)
+            assert headers["content-type"] == "application/json", name
+            conforms(body, "Error")
+        assert service.decide("read_file", {"path": "still serving"})["effect"] == "allow"
+    finally:
+        assert service.stop() == 0
+    assert not any("Traceback" in line for line in service.said)
+
+
+# -- outcomes, AuthZEN, operations ------------------------------------------------------------
+
+
+def test_an_outcome_is_screened_and_recorded(service: Service) -> None:
+    decision = service.decide("read_file", {"path": ".env"})
+    status, screened, _ = service.request("POST", "/v1/outcome", {
+        "decision": decision, "result": {"text": f"TOKEN={SECRET}", "lines": 1},
+        "duration_ms": 12})
+    assert status == 200
+    conforms(screened, "Screened")
+    assert screened["status"] == "output_modified" and screened["rule"] == "redact-secrets"
+    assert SECRET not in json.dumps(screened["result"])
+    assert screened["result"]["lines"] == 1
+    outcome = [e for e in service.events() if e["type"] == "outcome"]
+    assert [(e["tool"], e["status"], e["decision_id"]) for e in outcome] == [
+        ("read_file", "output_modified", decision["decision_id"])]
+    _, plain, _ = service.request("POST", "/v1/outcome", {"decision": decision,
+                                                          "result": "fine"})
+    assert plain == {"status": "ok", "result": "fine", "halt": False, "rule": None,
+                     "source": None}
+
+
+def test_authzen_evaluations(service: Service) -> None:
+    evaluation = {"subject": {"type": "user", "id": "bob", "properties": {"agent": "bot"}},
+                  "action": {"name": "delete_file"},
+                  "resource": {"type": "file", "id": "a", "properties": {"path": "a"}},
+                  "context": {"session": "z1"}}
+    status, denied, _ = service.request("POST", "/access/v1/evaluation", evaluation)
+    assert status == 200 and denied["decision"] is False
+    conforms(denied, "EvaluationResult")
+    assert denied["context"]["rule"] == "no-delete" and "trash/" in \
+        denied["context"]["reason_user"]["en"]
+    status, batch, _ = service.request("POST", "/access/v1/evaluations", {
+        **evaluation, "evaluations": [
+            {"action": {"name": "read_file"}},
+            {"action": {"name": "search"}, "resource": {"properties": {"query": "q",
+                                                                       "limit": 99}}},
+            {"action": {"name": "deploy"}}]})
+    assert status == 200
+    conforms(batch, "EvaluationResults")
+    read, search, deploy = batch["evaluations"]
+    assert read["decision"] is True and search["decision"] is True
+    assert search["context"]["args"] == {"query": "q", "limit": 5}
+    assert deploy["decision"] is False and deploy["context"]["approval_request"]
+    principals = {e["principal"] for e in service.events() if e["type"] == "decision"}
+    assert principals == {"bob"}
+
+
+def test_health_readiness_metrics_and_the_openapi_document(service: Service) -> None:
+    service.decide("read_file", {"path": "a"})
+    service.decide("delete_file", {"path": "a"})
+    service.decide("deploy", {"env": "p"})
+    assert service.request("GET", "/healthz", token=None)[:2] == (200, {"status": "ok"})
+    status, ready, _ = service.request("GET", "/readyz", token=None)
+    assert status == 200 and ready["status"] == "ready"
+    status, metrics, _ = service.request("GET", "/metrics", token="admin")
+    assert status == 200
+    assert 'callwarden_decisions_total{effect="deny",rule="no-delete"} 1' in metrics
+    assert 'callwarden_decisions_total{effect="allow",rule="default"} 1' in metrics
+    assert "callwarden_decision_seconds_count 3" in metrics
+    assert "callwarden_approvals_pending 1" in metrics
+    status, served, _ = service.request("GET", "/openapi.json", token=None)
+    assert status == 200 and served == DOC
+
+
+def test_every_route_is_in_the_openapi_document() -> None:
+    from callwarden.serve import Service as App
+    from callwarden.serve import Tokens, create_app
+
+    documented = {(path, method.upper()) for path, item in DOC["paths"].items()
+                  for method in item}
+    service = App.__new__(App)  # the routes only: no policy loaded, nothing served
+    service.tokens = Tokens.parse(TOKEN_FILE)
+    routes = {(r.path, m) for r in create_app(service).routes  # type: ignore[attr-defined]
+              for m in r.methods - {"HEAD"}}  # type: ignore[attr-defined]
+    assert routes == documented
+
+
+def test_reload_keeps_the_old_policy_when_the_new_one_is_broken(service: Service) -> None:
+    assert service.decide("search", {"query": "q", "limit": 50})["effect"] == "modify"
+    text = service.policy.read_text()
+    service.policy.write_text(text + "  - {id: no-search, match: {tool: search}, "
+                                      "effect: deny}\n")
+    status, reloaded, _ = service.request("POST", "/v1/reload", token="admin")
+    assert status == 200 and reloaded["reloaded"] is True
+    assert service.decide("search", {"query": "q", "limit": 50})["effect"] == "deny"
+    service.policy.write_text(text + "  - {id: broken, effect: nope}\n")
+    status, refused, _ = service.request("POST", "/v1/reload", token="admin")
+    assert status == 422 and refused["error"]["code"] == "policy_error"
+    assert any("nope" in p for p in refused["error"]["problems"])
+    assert service.decide("search", {"query": "q", "limit": 50})["effect"] == "deny"  # the old one stands
+    # SIGHUP reloads too.
+    service.policy.write_text(text)
+    service.process.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + TIMEOUT
+    while service.decide("search", {"query": "q", "limit": 50})["effect"] != "modify":
+        assert time.monotonic() < deadline, "SIGHUP did not reload the policy"
+        time.sleep(0.05)
+    assert any("policy reloaded" in line for line in service.said)
+
+
+def test_two_service_processes_share_one_budget(tmp_path: Path) -> None:
+    """Two processes on one SQLite store: a budget of 5 reads per session holds exactly,
+    whichever process the 24 concurrent calls reach."""
+    one, two = Service(tmp_path), Service(tmp_path)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            effects = list(pool.map(
+                lambda i: (one if i % 2 else two).decide("read_file", {"path": f"f{i}"},
+                                                         session="shared")["effect"],
+                range(24)))
+    finally:
+        assert one.stop() == 0 and two.stop() == 0
+    assert effects.count("allow") == 5 and effects.count("deny") == 19
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY.format(state=tmp_path / "s.db", audit=tmp_path / "a.jsonl"))
+    env = {k: v for k, v in os.environ.items() if k != "CALLWARDEN_SERVE_TOKENS"}
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(CLI), "serve", "--policy", str(policy), *args],
+                              capture_output=True, text=True, timeout=TIMEOUT,
+                              env={**env, **extra}, check=False)
+
+    no_tokens = run("--listen", "127.0.0.1:0")
+    assert no_tokens.returncode == 2 and "--tokens" in no_tokens.stderr
+    bad = tmp_path / "tokens"
+    bad.write_text("agent bot\n")
+    assert "tokens:1: write ROLE NAME TOKEN" in run("--tokens", str(bad)).stderr
+    bad.write_text("root bot abcdefghijklmnopqrstuvwxyz\n")
+    assert "role 'root'" in run("--tokens", str(bad)).stderr
+    short = run("--listen", "127.0.0.1:0", CALLWARDEN_SERVE_TOKENS="agent bot short")
+    assert short.returncode == 2 and "shorter than 16" in short.stderr
+    listen = run("--listen", "nowhere", CALLWARDEN_SERVE_TOKENS=TOKEN_FILE)
+    assert listen.returncode == 2 and "HOST:PORT" in listen.stderr
+    policy.write_text("version: 1\nrules: [{id: x, effect: nope}]\n")
+    broken = run("--listen", "127.0.0.1:0", CALLWARDEN_SERVE_TOKENS=TOKEN_FILE)
+    assert broken.returncode == 2 and "nope" in broken.stderr
