@@ -429,3 +429,84 @@ def test_usage_errors(tmp_path: Path) -> None:
     policy.write_text("version: 1\nrules: [{id: x, effect: nope}]\n")
     broken = run("--listen", "127.0.0.1:0", CALLWARDEN_SERVE_TOKENS=TOKEN_FILE)
     assert broken.returncode == 2 and "nope" in broken.stderr
+
+
+# -- the audit trail ----------------------------------------------------------------------------
+
+
+def test_audit_query(service: Service) -> None:
+    service.decide("read_file", {"path": "a"}, session="q1")
+    service.decide("delete_file", {"path": "a"}, session="q1")
+    service.decide("delete_file", {"path": "b"}, session="q2")
+    status, found, _ = service.request("GET", "/v1/audit/events?type=decision&effect=deny",
+                                       token="admin")
+    assert status == 200
+    conforms(found, "Events")
+    assert [(e["session"], e["args"]["path"]) for e in found["events"]] == [("q1", "a"),
+                                                                            ("q2", "b")]
+    _, last, _ = service.request("GET", "/v1/audit/events?type=decision&limit=1",
+                                 token="admin")
+    assert [e["session"] for e in last["events"]] == ["q2"]
+    _, by_rule, _ = service.request("GET", "/v1/audit/events?rule=no-delete&session=q2",
+                                    token="admin")
+    assert len(by_rule["events"]) == 1
+    _, future, _ = service.request("GET", "/v1/audit/events?since=4102444800", token="admin")
+    assert future["events"] == []
+    _, window, _ = service.request(
+        "GET", "/v1/audit/events?type=decision&since=2000-01-01T00:00:00Z&until=4102444800",
+        token="admin")
+    assert len(window["events"]) == 3
+    for bad in ("limit=0", "limit=x", "since=yesterday"):
+        status, error, _ = service.request("GET", f"/v1/audit/events?{bad}", token="admin")
+        assert status == 400 and error["error"]["code"] == "bad_request", bad
+    assert service.request("GET", "/v1/audit/events", token="approver")[0] == 403
+
+
+def test_the_audit_stream_carries_new_decisions(service: Service) -> None:
+    service.decide("read_file", {"path": "before"})  # written before: not streamed
+    parts = urlsplit(service.url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=TIMEOUT)
+    try:
+        connection.request("GET", "/v1/audit/stream?type=decision&session=live", headers={
+            "Authorization": f"Bearer {TOKENS['admin']}"})
+        response = connection.getresponse()
+        assert response.status == 200
+        assert response.getheader("content-type", "").startswith("text/event-stream")
+        assert response.readline().startswith(b": callwarden")
+        service.decide("read_file", {"path": "elsewhere"}, session="other")
+        service.decide("delete_file", {"path": "x"}, session="live")
+        lines = []
+        while not lines or not lines[-1].startswith(b"data: "):
+            line = response.readline()
+            if line.strip() and not line.startswith(b":"):
+                lines.append(line)
+    finally:
+        connection.close()
+    assert lines[0] == b"event: decision\n"
+    event = json.loads(lines[1][len(b"data: "):])
+    assert (event["tool"], event["effect"], event["session"]) == ("delete_file", "deny", "live")
+
+
+def test_replay_a_candidate_policy_over_the_log(service: Service) -> None:
+    service.decide("read_file", {"path": "a"})
+    service.decide("search", {"query": "q", "limit": 50})
+    candidate = service.policy.read_text().replace(
+        "  - id: cap-search", "  - {id: no-reads, match: {tool: read_file}, effect: deny}\n"
+                              "  - id: cap-search")
+    status, report, _ = service.request("POST", "/v1/replay", {"policy": candidate},
+                                        token="admin")
+    assert status == 200, report
+    conforms(report, "ReplayReport")
+    assert report["decisions"] == 2 and report["changed"] == 1
+    assert report["transitions"] == {"allow->deny": 1}
+    assert report["changes"][0]["new_rule"] == "no-reads"
+    # The replay decided on a store of its own: the live budget is untouched.
+    reads = [service.decide("read_file", {"path": f"r{i}"}, session="s")["effect"]
+             for i in range(5)]
+    assert reads == ["allow"] * 5
+    status, broken, _ = service.request("POST", "/v1/replay",
+                                        {"policy": "version: 1\nrules: [{id: x, effect: no}]"},
+                                        token="admin")
+    assert status == 422 and broken["error"]["problems"]
+    assert service.request("POST", "/v1/replay", {"policy": 3}, token="admin")[0] == 400
+    assert service.request("POST", "/v1/replay", {"policy": candidate}, token="agent")[0] == 403

@@ -26,7 +26,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from callwarden._call import ToolCall, freeze_args, json_safe
@@ -38,10 +38,12 @@ from callwarden.exceptions import (
     ApprovalInvalid,
     ApprovalPending,
     ApprovalRefused,
+    AuditLogError,
     CallwardenError,
     InvalidCall,
     PolicyError,
 )
+from callwarden.serve._audit import MAX_EVENTS, Filters, follow, live_log, log_files, query, replay_text
 from callwarden.serve._auth import Holder, Tokens
 from callwarden.serve._metrics import Metrics
 
@@ -247,6 +249,13 @@ class Service:
         return dict(done.to_dict())
 
 
+def _filters(request: Request) -> Filters:
+    try:
+        return Filters(request.query_params)
+    except ValueError as e:
+        raise _Problem(400, "bad_request", str(e)) from None
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -358,6 +367,37 @@ def create_app(service: Service) -> Starlette:
                 "problems": problems}}, status_code=422)
         return {"reloaded": True, "policy": s.guard.loaded.digest}
 
+    async def events(request: Request, _: Holder | None) -> Any:
+        wanted = _filters(request)
+        limit = request.query_params.get("limit", "100")
+        if not limit.isdigit() or not 0 < int(limit) <= MAX_EVENTS:
+            raise _Problem(400, "bad_request", f"'limit' must be 1 to {MAX_EVENTS}")
+        found = await asyncio.to_thread(query, log_files(s.guard), wanted, int(limit))
+        return {"events": found}
+
+    async def stream(request: Request, _: Holder | None) -> Any:
+        wanted = _filters(request)
+        return StreamingResponse(follow(live_log(s.guard), wanted, request.is_disconnected),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    async def replay(request: Request, _: Holder | None) -> Any:
+        body = await s.body(request)
+        text, show = body.get("policy"), body.get("show", 20)
+        if not isinstance(text, str) or not text.strip():
+            raise _Problem(400, "bad_request", "'policy' must be the candidate policy's YAML")
+        if not isinstance(show, int) or isinstance(show, bool) or not 0 <= show <= 1000:
+            raise _Problem(400, "bad_request", "'show' must be 0 to 1000")
+        try:
+            return await asyncio.to_thread(replay_text, text, s.policy.parent,
+                                           log_files(s.guard), show)
+        except PolicyError as e:
+            return JSONResponse({"error": {
+                "code": "policy_error", "message": "the candidate policy has problems",
+                "problems": [str(p) for p in e.problems]}}, status_code=422)
+        except AuditLogError as e:
+            raise _Problem(409, "no_log", str(e)) from None
+
     async def healthz(request: Request, _: Holder | None) -> Any:
         return {"status": "ok"}
 
@@ -391,6 +431,9 @@ def create_app(service: Service) -> Starlette:
         route("/v1/approvals/{id}/approve", approve, "approver"),
         route("/v1/approvals/{id}/deny", deny, "approver"),
         route("/v1/reload", reload, "admin"),
+        route("/v1/audit/events", events, "admin", "GET"),
+        route("/v1/audit/stream", stream, "admin", "GET"),
+        route("/v1/replay", replay, "admin"),
         route("/metrics", metrics, "admin", "GET"),
         route("/healthz", healthz, None, "GET"),
         route("/readyz", readyz, None, "GET"),
