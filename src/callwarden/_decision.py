@@ -169,6 +169,46 @@ class Decision(NamedTuple):
         """The first reason's code, or None."""
         return self.reasons[0].code if self.reasons else None
 
+    @classmethod
+    def from_dict(cls, data: Any) -> Decision:
+        """The decision a :meth:`to_dict` (``callwarden serve``'s answer) describes: effect,
+        call, effective arguments, rule, source, message, policy and reasons (the matched
+        rules and timings are not carried back).
+
+        Raises:
+            ValueError: not such a dict.
+        """
+        from callwarden._call import freeze_args
+        from callwarden.exceptions import InvalidCall
+
+        if not isinstance(data, Mapping):
+            raise ValueError("a decision is an object")
+        call = data.get("call")
+        if not isinstance(call, Mapping) or not isinstance(call.get("tool"), str) \
+                or not isinstance(data.get("decision_id"), str):
+            raise ValueError("it has no 'call' with a 'tool', or no 'decision_id'")
+
+        def text(value: Any) -> str | None:
+            return value if isinstance(value, str) and value else None
+
+        try:
+            made = ToolCall.create(
+                call["tool"], call.get("args"), call_id=text(call.get("call_id")),
+                agent=text(call.get("agent")), session=text(call.get("session")),
+                principal=text(call.get("principal")), framework=text(call.get("framework")),
+                context=call.get("context") if isinstance(call.get("context"), Mapping)
+                else None)
+            args = freeze_args(data.get("args", call.get("args")))
+            effect = Effect(str(data.get("effect")))
+            mode = Mode(str(data.get("mode") or "enforce"))
+        except InvalidCall as e:
+            raise ValueError(str(e)) from None
+        reasons = tuple(Reason(str(r.get("code")), str(r.get("message")), text(r.get("rule")))
+                        for r in data.get("reasons") or () if isinstance(r, Mapping))
+        return cls(effect, made, args, reasons, text(data.get("rule")), text(data.get("source")),
+                   (), str(data.get("message") or ""), mode, None, data["decision_id"], 0.0,
+                   text(data.get("policy")))
+
     def to_dict(self) -> dict[str, Any]:
         """Returns a JSON-safe dict of the decision."""
         return {

@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="whose hook format to speak")
     hook.add_argument("--policy", "-p", default=None,
                       help="policy file (default: $CALLWARDEN_POLICY)")
+    hook.add_argument("--server", default=None, metavar="URL",
+                      help="ask this callwarden serve instead of reading a policy (default: "
+                           "$CALLWARDEN_SERVER; the agent token in $CALLWARDEN_SERVER_TOKEN)")
 
     from callwarden.cli.mcp import add_mcp_parser
 
@@ -350,7 +353,7 @@ def _hook(args: argparse.Namespace, out: TextIO) -> int:
     from callwarden.hooks import run_hook
 
     # Fails closed inside: every error becomes the agent's "block" reply, never a traceback.
-    return run_hook(args.agent, args.policy, sys.stdin, out, sys.stderr)
+    return run_hook(args.agent, args.policy, sys.stdin, out, sys.stderr, server=args.server)
 
 
 def _approvals(args: argparse.Namespace, out: TextIO) -> int:

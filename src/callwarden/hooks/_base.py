@@ -21,6 +21,7 @@ from callwarden._decision import Decision
 from callwarden._enforce import Enforcer
 from callwarden._guard import Guard
 from callwarden.hooks._client import HOOK_MODULES, MAX_INPUT, print_reply
+from callwarden.hooks._remote import SERVER_ENV, decide_remote
 from callwarden.policyfile import LoadedPolicy, load_policy_file
 
 __all__ = ["DIALECTS", "HOOK_DIALECTS", "Dialect", "HookCall", "HookReply", "Loader", "decide_hook",
@@ -139,9 +140,13 @@ Loader = Callable[[str, "str | None"], LoadedPolicy]
 
 
 def run_hook(dialect_name: str, policy: str | os.PathLike[str] | None, stdin: TextIO,
-             stdout: TextIO, stderr: TextIO) -> int:
-    """Runs one hook invocation; returns the exit code for the agent."""
-    return write_reply(decide_hook(dialect(dialect_name), policy, stdin), stdout, stderr)
+             stdout: TextIO, stderr: TextIO, *, server: str | None = None) -> int:
+    """Runs one hook invocation; returns the exit code for the agent. ``server``: the URL of
+    a ``callwarden serve`` that decides instead of the policy file (default:
+    ``$CALLWARDEN_SERVER``)."""
+    return write_reply(decide_hook(dialect(dialect_name), policy, stdin,
+                                   server=server or os.environ.get(SERVER_ENV) or None),
+                       stdout, stderr)
 
 
 def write_reply(reply: HookReply, stdout: TextIO, stderr: TextIO) -> int:
@@ -150,9 +155,9 @@ def write_reply(reply: HookReply, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def decide_hook(dialect: Dialect, policy: str | os.PathLike[str] | None, stdin: TextIO,
-                load: Loader | None = None) -> HookReply:
+                load: Loader | None = None, *, server: str | None = None) -> HookReply:
     """The reply to one hook invocation; ``load`` compiles the policy (default: from the file,
-    each time)."""
+    each time); ``server``: a ``callwarden serve`` URL that decides instead."""
     try:
         text = stdin.read(MAX_INPUT + 1)
         if len(text) > MAX_INPUT:
@@ -170,9 +175,14 @@ def decide_hook(dialect: Dialect, policy: str | os.PathLike[str] | None, stdin: 
             return dialect.fail(f"callwarden: {e}; blocked")
         if call is None:
             return HookReply()
-        decision = decide_once(policy, call.tool, call.args, framework=dialect.name,
-                               cwd=call.cwd, call_id=call.call_id, agent=call.agent,
-                               session=call.session, context=call.context, load=load)
+        if server:
+            decision = decide_remote(server, call.tool, call.args, framework=dialect.name,
+                                     cwd=call.cwd, call_id=call.call_id, agent=call.agent,
+                                     session=call.session, context=call.context)
+        else:
+            decision = decide_once(policy, call.tool, call.args, framework=dialect.name,
+                                   cwd=call.cwd, call_id=call.call_id, agent=call.agent,
+                                   session=call.session, context=call.context, load=load)
         return dialect.render(decision, call)
     except Exception as e:  # fail closed: the agent must never run a call we could not decide
         return dialect.fail(f"callwarden: {type(e).__name__}: {e}; blocked")

@@ -183,9 +183,9 @@ def hook_through_worker(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: 
     must handle: other options, an unknown agent, no policy, workers turned off."""
     parsed = _parse(argv)
     buffer = getattr(stdin, "buffer", None)
-    if parsed is None or buffer is None or \
+    if parsed is None or buffer is None or os.environ.get("CALLWARDEN_SERVER") or \
             os.environ.get(WORKER_ENV, "").strip().lower() in _OFF:
-        return None
+        return None  # (a service decides: the full command line asks it)
     agent, policy = parsed
     policy = policy or os.environ.get("CALLWARDEN_POLICY")
     if not policy:

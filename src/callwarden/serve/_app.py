@@ -29,8 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from callwarden._call import ToolCall, freeze_args, json_safe
-from callwarden._decision import Decision, Effect, Mode
+from callwarden._call import json_safe
+from callwarden._decision import Decision
 from callwarden._enforce import Enforcer
 from callwarden._guard import Guard
 from callwarden.exceptions import (
@@ -40,7 +40,6 @@ from callwarden.exceptions import (
     ApprovalRefused,
     AuditLogError,
     CallwardenError,
-    InvalidCall,
     PolicyError,
 )
 from callwarden.serve._audit import MAX_EVENTS, Filters, follow, live_log, log_files, query, replay_text
@@ -272,26 +271,11 @@ def _decision_from(data: Any) -> Decision:
     """The decision ``/v1/decide`` answered, as the outcome's request carries it back."""
     if not isinstance(data, dict):
         raise _Problem(400, "bad_request", "'decision' must be the object /v1/decide answered")
-    call = data.get("call")
     try:
-        effect = Effect(str(data.get("effect")))
-        if not isinstance(call, dict) or not isinstance(data.get("decision_id"), str):
-            raise ValueError("it has no 'call' or no 'decision_id'")
-        tool = call.get("tool")
-        if not isinstance(tool, str):
-            raise ValueError("its call has no tool")
-        made = ToolCall.create(
-            tool, call.get("args"), call_id=_text(call.get("call_id")),
-            agent=_text(call.get("agent")), session=_text(call.get("session")),
-            principal=_text(call.get("principal")), framework=_text(call.get("framework")),
-            context=call.get("context") if isinstance(call.get("context"), dict) else None)
-        args = freeze_args(data.get("args", call.get("args")))
-    except (ValueError, InvalidCall) as e:
+        return Decision.from_dict(data)
+    except ValueError as e:
         raise _Problem(400, "bad_request", f"'decision' is not one /v1/decide answered: {e}") \
             from None
-    return Decision(effect, made, args, (), _text(data.get("rule")), _text(data.get("source")),
-                    (), str(data.get("message") or ""), Mode.ENFORCE, None,
-                    data["decision_id"], 0.0, _text(data.get("policy")))
 
 
 def _handler(service: Service, role: str | None,
