@@ -4,9 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages the integration tests use for real (a redis-server for the Redis store).
+# System packages the integration tests use for real (a redis-server for the Redis store, a JDK
+# and node for the service's clients).
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+# The Java and TypeScript clients of callwarden serve are compiled and run against it.
+command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing ${need_apt[*]} with apt-get"
@@ -25,6 +29,10 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 \
   | grep -v -E "^(WARNING: Location|  WARNING: Location)" || true
 .venv/bin/python -c "import callwarden" # fail early when the install failed
+# The TypeScript client's dev packages (TypeScript, the OpenAI Agents JS SDK), from its lock file.
+if [ ! -d clients/typescript/node_modules ]; then
+  npm ci --prefix clients/typescript --no-audit --no-fund --silent
+fi
 
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"

@@ -510,3 +510,11 @@ def test_replay_a_candidate_policy_over_the_log(service: Service) -> None:
     assert status == 422 and broken["error"]["problems"]
     assert service.request("POST", "/v1/replay", {"policy": 3}, token="admin")[0] == 400
     assert service.request("POST", "/v1/replay", {"policy": candidate}, token="agent")[0] == 403
+
+
+def test_a_stop_right_after_start_is_clean(tmp_path: Path) -> None:
+    """SIGTERM as soon as the address is said (a service manager stopping it at once): a
+    clean exit 0, not death by the signal."""
+    for _ in range(3):
+        service = Service(tmp_path)
+        assert service.stop() == 0

@@ -502,42 +502,9 @@ async def _reply(send: Callable[[Any], Awaitable[None]], status: int,
 
 
 def serve_http(front: HttpFront, host: str, port: int) -> int:
-    """Serves ``front`` on ``host:port`` (uvicorn) until interrupted; returns the exit status."""
-    import socket
+    """Serves ``front`` on ``host:port`` until SIGTERM / SIGINT, then ends every session;
+    returns the exit status."""
+    from callwarden.net import serve_app
 
-    import uvicorn
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP named: asyncio then sets TCP_NODELAY on each connection (with proto 0 it
-    # does not, and every answer waits out the client's delayed ACK: ~40 ms).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-        sock.listen(128)  # connections wait from now on, until the server takes them
-    except OSError as e:
-        print(f"callwarden mcp: cannot listen on {host}:{port}: {e}", file=sys.stderr)
-        return 1
-    bound = sock.getsockname()[1]
-    shown = f"[{host.strip('[]')}]" if family == socket.AF_INET6 else host
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            # SIGTERM / SIGINT stop the server, then the sessions and their upstreams; the
-            # process then exits 0 (uvicorn would raise the signal again and skip that).
-            self.force_exit = self.should_exit
-            self.should_exit = True
-
-    server = Server(uvicorn.Config(front, lifespan="off", log_level="warning",
-                                   access_log=False, timeout_graceful_shutdown=2))
-
-    async def run() -> None:
-        print(f"callwarden mcp: listening on http://{shown}:{bound}{PATH}", file=sys.stderr,
-              flush=True)
-        try:
-            await server.serve(sockets=[sock])
-        finally:
-            await front.aclose()
-
-    asyncio.run(run())
-    return 0
+    return serve_app(front, host, port, name="callwarden mcp", path=PATH, lifespan="off",
+                     on_exit=front.aclose)
