@@ -9,7 +9,7 @@ out=bench/results/all.txt
 : > "$out"
 status=0
 for script in bench_core bench_shell bench_paths_urls bench_secrets bench_cel bench_limits \
-              bench_state bench_history bench_coldstart bench_mcp bench_approvals bench_audit bench_replay \
+              bench_state bench_history bench_coldstart bench_mcp bench_serve bench_approvals bench_audit bench_replay \
               score_shell score_paths score_secrets score_recommended; do
   echo "=== bench/$script.py" | tee -a "$out"
   if ! "$PY" "bench/$script.py" 2>&1 | tee -a "$out"; then

@@ -518,3 +518,33 @@ def test_a_stop_right_after_start_is_clean(tmp_path: Path) -> None:
     for _ in range(3):
         service = Service(tmp_path)
         assert service.stop() == 0
+
+
+def test_workers_share_the_store_reload_together_and_stop_together(tmp_path: Path) -> None:
+    service = Service(tmp_path, "--workers", "2")
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            effects = list(pool.map(
+                lambda i: service.decide("read_file", {"path": f"f{i}"},
+                                         session="w")["effect"], range(24)))
+        assert effects.count("allow") == 5 and effects.count("deny") == 19
+        text = service.policy.read_text()
+        service.policy.write_text(text + "  - {id: no-search, match: {tool: search}, "
+                                          "effect: deny}\n")
+        service.process.send_signal(signal.SIGHUP)  # to every worker
+        deadline = time.monotonic() + TIMEOUT
+        while True:  # every worker answers with the new policy: 20 calls in a row
+            effects = [service.decide("search", {"query": "q"})["effect"] for _ in range(20)]
+            if set(effects) == {"deny"}:
+                break
+            assert time.monotonic() < deadline, "a worker kept the old policy"
+            time.sleep(0.1)
+        children = [int(p) for p in Path(f"/proc/{service.process.pid}/task/"
+                                         f"{service.process.pid}/children").read_text().split()]
+        assert len(children) == 2
+    finally:
+        code = service.stop()
+    assert code == 0 and any("2 workers" in line for line in service.said)
+    assert all(not Path(f"/proc/{child}").exists() or
+               "zombie" in Path(f"/proc/{child}/status").read_text().lower()
+               for child in children)

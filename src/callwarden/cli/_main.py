@@ -97,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
                             "approver, admin); or $CALLWARDEN_SERVE_TOKENS")
     serve.add_argument("--max-body", type=int, default=None, metavar="BYTES",
                        help="largest request body (default 1 MiB)")
+    serve.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="worker processes on the one port (default 1); they share "
+                            "limits, approvals and history through the policy's store")
     serve.set_defaults(handler=_serve)
 
     from callwarden.cli.approvals import add_approvals_parser
@@ -345,8 +348,15 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
     if args.max_body is not None and args.max_body <= 0:
         print("callwarden serve: --max-body must be more than 0", file=sys.stderr)
         return EXIT_USAGE
-    service = Service(args.policy, tokens, max_body=args.max_body or MAX_BODY)
-    return run(service, host, int(port))
+    if args.workers < 1:
+        print("callwarden serve: --workers must be 1 or more", file=sys.stderr)
+        return EXIT_USAGE
+    first = Service(args.policy, tokens, max_body=args.max_body or MAX_BODY)  # broken: exit 2
+    if args.workers == 1:
+        return run(lambda: first, host, int(port))
+    first.guard.close()  # each worker opens the policy's store itself, after the fork
+    return run(lambda: Service(args.policy, tokens, max_body=args.max_body or MAX_BODY), host,
+               int(port), workers=args.workers)
 
 
 def _hook(args: argparse.Namespace, out: TextIO) -> int:

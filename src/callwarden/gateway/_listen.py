@@ -506,5 +506,5 @@ def serve_http(front: HttpFront, host: str, port: int) -> int:
     returns the exit status."""
     from callwarden.net import serve_app
 
-    return serve_app(front, host, port, name="callwarden mcp", path=PATH, lifespan="off",
-                     on_exit=front.aclose)
+    return serve_app(lambda: front, host, port, name="callwarden mcp", path=PATH,
+                     lifespan="off", on_exit=front.aclose)

@@ -14,6 +14,8 @@ listening socket, uvicorn and the signals.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 import socket
 import sys
@@ -23,24 +25,67 @@ from typing import Any, Literal
 __all__ = ["serve_app"]
 
 
-def serve_app(app: Any, host: str, port: int, *, name: str, path: str = "",
-              lifespan: Literal["auto", "on", "off"] = "auto", grace: int = 2,
-              on_exit: Callable[[], Awaitable[None]] | None = None) -> int:
-    """Serves the ASGI ``app`` on ``host:port`` until SIGTERM / SIGINT; returns the exit
-    status (1 when the address cannot be had, said on stderr as ``NAME: ...``)."""
-    import uvicorn
+def serve_app(make_app: Callable[[], Any], host: str, port: int, *, name: str,
+              path: str = "", lifespan: Literal["auto", "on", "off"] = "auto", grace: int = 2,
+              workers: int = 1, on_exit: Callable[[], Awaitable[None]] | None = None) -> int:
+    """Serves the ASGI app ``make_app()`` makes on ``host:port`` until SIGTERM / SIGINT;
+    returns the exit status (1 when the address cannot be had, said on stderr as
+    ``NAME: ...``).
 
+    ``workers`` > 1: that many processes, forked after the socket listens, each making its
+    own app (nothing opened before the fork is shared) and taking connections from the one
+    socket; this process forwards SIGTERM / SIGINT / SIGHUP to them, and when one of them
+    exits, stops the others (a supervisor then restarts the service whole).
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
-        sock.listen(1024)  # connections wait from now on, until the server takes them
+        sock.listen(1024)  # connections wait from now on, until a server takes them
     except OSError as e:
         sock.close()
         print(f"{name}: cannot listen on {host}:{port}: {e}", file=sys.stderr)
         return 1
     shown = f"[{host.strip('[]')}]" if family == socket.AF_INET6 else host
+    said = f"{name}: listening on http://{shown}:{sock.getsockname()[1]}{path}"
+    if workers <= 1:
+        return _serve(make_app(), sock, said, lifespan, grace, on_exit)
+    children: list[int] = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:  # a worker: its own handlers from here on
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until its app handles it
+            code = 1
+            try:
+                code = _serve(make_app(), sock, None, lifespan, grace, on_exit)
+            finally:
+                os._exit(code)
+        children.append(pid)
+
+    def forward(sig: int, frame: Any) -> None:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, sig)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    print(f"{said}\n{name}: {workers} workers", file=sys.stderr, flush=True)
+    sock.close()
+    status = 0
+    while children:
+        pid, code = os.wait()
+        if pid in children:
+            children.remove(pid)
+            status = status or (1 if os.waitstatus_to_exitcode(code) else 0)
+            forward(signal.SIGTERM, None)  # one gone: the service stops whole
+    return status
+
+
+def _serve(app: Any, sock: socket.socket, said: str | None,
+           lifespan: Literal["auto", "on", "off"], grace: int,
+           on_exit: Callable[[], Awaitable[None]] | None) -> int:
+    import uvicorn
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -53,8 +98,8 @@ def serve_app(app: Any, host: str, port: int, *, name: str, path: str = "",
         signal.signal(sig, server.handle_exit)
 
     async def run() -> None:
-        print(f"{name}: listening on http://{shown}:{sock.getsockname()[1]}{path}",
-              file=sys.stderr, flush=True)
+        if said is not None:
+            print(said, file=sys.stderr, flush=True)
         try:
             await server.serve(sockets=[sock])
         finally:

@@ -7,14 +7,19 @@ and resolved at ``/v1/approvals``; ``/healthz``, ``/readyz``, ``/metrics``, ``/v
 :mod:`callwarden.serve._app`; tokens and roles: :mod:`callwarden.serve._auth`.
 """
 
+from collections.abc import Callable
+
 from callwarden.serve._app import MAX_BODY, Service, create_app
 from callwarden.serve._auth import ROLES, Holder, Tokens
 
 __all__ = ["MAX_BODY", "ROLES", "Holder", "Service", "Tokens", "create_app", "run"]
 
 
-def run(service: Service, host: str, port: int) -> int:
-    """Serves ``service`` on ``host:port`` until SIGTERM / SIGINT; SIGHUP reloads the policy."""
+def run(make: Callable[[], Service], host: str, port: int, *, workers: int = 1) -> int:
+    """Serves the service ``make()`` makes on ``host:port`` until SIGTERM / SIGINT; SIGHUP
+    reloads the policy. ``workers``: processes, each loading the policy itself and sharing
+    the policy's store."""
     from callwarden.net import serve_app
 
-    return serve_app(create_app(service), host, port, name="callwarden serve", grace=5)
+    return serve_app(lambda: create_app(make()), host, port, name="callwarden serve", grace=5,
+                     workers=workers)

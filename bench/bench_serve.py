@@ -1,0 +1,126 @@
+"""``callwarden serve`` under load on loopback: decisions per second and latency.
+
+Run: .venv/bin/python bench/bench_serve.py [SECONDS] [CONNECTIONS]   (default 10 s, 32)
+
+Starts its own redis-server and ``callwarden serve --workers 2`` with the realistic 12-rule
+policy (bench/policies/realistic.yaml) plus a budget on Redis (the issue's shape), then drives
+``POST /v1/decide`` over keep-alive connections from one asyncio process (raw HTTP/1.1, so the
+load generator costs little). Prints decisions/s and the p50 / p99 latency seen by the
+client. On this 2-core machine the load generator shares the cores with the two workers and
+with Redis: the figures are the whole box's, not the service's alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+CLI = Path(sys.executable).with_name("callwarden")
+SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
+CONNECTIONS = int(sys.argv[2]) if len(sys.argv) > 2 else 32
+TOKEN = "bench-agent-token-0123456789"
+CALLS = [
+    ("Bash", {"command": "git status"}), ("Bash", {"command": "rm -rf /"}),
+    ("read_file", {"path": "src/app.py"}), ("read_file", {"path": "/etc/shadow"}),
+    ("web_fetch", {"url": "https://docs.python.org/3/"}), ("write_file", {"path": "a.txt"}),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def policy(tmp: Path, redis_url: str) -> Path:
+    text = (HERE / "policies" / "realistic.yaml").read_text()
+    budget = ("  - id: budget\n    match: {tool: \"*\"}\n"
+              "    limit: {calls: 1000000000, per: session}\n")
+    path = tmp / "policy.yaml"
+    state = os.environ.get("BENCH_STATE") or redis_url
+    path.write_text(f"state: {state}\n" + text.rstrip() + "\n" + budget)
+    return path
+
+
+async def client(port: int, deadline: float, latencies: list[float], index: int) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    i = index
+    try:
+        while time.perf_counter() < deadline:
+            tool, args = CALLS[i % len(CALLS)]
+            i += 1
+            body = json.dumps({"tool": tool, "args": args, "session": f"s{index}"}).encode()
+            request = (f"POST /v1/decide HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+            started = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            answer = await reader.readexactly(length)
+            latencies.append(time.perf_counter() - started)
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise RuntimeError(f"{head!r} {answer[:200]!r}")
+    finally:
+        writer.close()
+
+
+async def load(port: int, seconds: float) -> list[float]:
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+    await asyncio.gather(*(client(port, deadline, latencies, i) for i in range(CONNECTIONS)))
+    return latencies
+
+
+def main() -> None:
+    redis_bin = shutil.which("redis-server")
+    if redis_bin is None:
+        sys.exit("bench_serve needs redis-server (apt-get install redis-server)")
+    tmp = Path(tempfile.mkdtemp(prefix="cw-serve-bench-"))
+    redis_port, port = free_port(), free_port()
+    redis = subprocess.Popen([redis_bin, "--port", str(redis_port), "--bind", "127.0.0.1",
+                              "--save", "", "--appendonly", "no"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "CALLWARDEN_SERVE_TOKENS": f"agent bench {TOKEN}"}
+    service = None
+    try:
+        time.sleep(0.5)
+        path = policy(tmp, f"redis://127.0.0.1:{redis_port}/0")
+        service = subprocess.Popen([str(CLI), "serve", "--policy", str(path), "--listen",
+                                    f"127.0.0.1:{port}", "--workers", "2"], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        assert service.stderr is not None
+        line = service.stderr.readline()
+        if "listening on" not in line:
+            sys.exit(f"the service did not start: {line}{service.stderr.read()}")
+        asyncio.run(load(port, 2.0))  # warm-up: both workers, every rule
+        latencies = asyncio.run(load(port, SECONDS))
+    finally:
+        if service is not None:
+            service.send_signal(signal.SIGTERM)
+            service.wait(30)
+        redis.kill()
+        redis.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    latencies.sort()
+    print(f"callwarden serve --workers 2, realistic policy + Redis budget, {CONNECTIONS} "
+          f"keep-alive connections, {SECONDS:g} s")
+    print(f"  decisions/s {len(latencies) / SECONDS:10,.0f}   (goal >= 10,000)")
+    print(f"  p50 {statistics.median(latencies) * 1000:7.2f} ms   "
+          f"p99 {latencies[int(len(latencies) * 0.99)] * 1000:7.2f} ms   (goal p99 <= 5 ms)")
+
+
+if __name__ == "__main__":
+    main()
