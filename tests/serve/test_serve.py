@@ -537,7 +537,17 @@ def test_workers_share_the_store_reload_together_and_stop_together(tmp_path: Pat
             effects = [service.decide("search", {"query": "q"})["effect"] for _ in range(20)]
             if set(effects) == {"deny"}:
                 break
-            assert time.monotonic() < deadline, "a worker kept the old policy"
+            assert time.monotonic() < deadline, f"a worker kept the old policy: {service.said}"
+            time.sleep(0.1)
+        service.policy.write_text(text)  # POST /v1/reload at one worker reloads them all
+        status, reloaded, _ = service.request("POST", "/v1/reload", token="admin")
+        assert status == 200 and reloaded["workers"] is True
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            effects = [service.decide("search", {"query": "q"})["effect"] for _ in range(20)]
+            if set(effects) == {"allow"}:
+                break
+            assert time.monotonic() < deadline, f"a worker kept the old policy: {service.said}"
             time.sleep(0.1)
         children = [int(p) for p in Path(f"/proc/{service.process.pid}/task/"
                                          f"{service.process.pid}/children").read_text().split()]

@@ -9,6 +9,8 @@ listening socket, uvicorn and the signals.
 * SIGTERM / SIGINT stop the server cleanly, whenever they come: before uvicorn serves (a
   service manager may stop it at once) and after; the process then exits 0, after what the
   caller cleans up (``on_exit``). uvicorn itself would raise the signal again and skip that.
+* SIGHUP never kills it: one that comes before the app handles SIGHUP is kept for the app to
+  act on as it starts (``hangup_pending``); an app that does not handle it ignores it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,23 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-__all__ = ["serve_app"]
+__all__ = ["hangup_pending", "serve_app", "signal_all_workers"]
+
+_supervisor: int | None = None  # in a forked worker: the process that forked it
+_hangups = 0  # SIGHUPs a worker got before its app took them over
+
+
+def hangup_pending() -> bool:
+    """Whether a SIGHUP came before the app installed its own handler (then the app acts on
+    it as it starts); resets the count."""
+    global _hangups
+    pending, _hangups = _hangups > 0, 0
+    return pending
+
+
+def _count_hangup(sig: int, frame: Any) -> None:
+    global _hangups
+    _hangups += 1
 
 
 def serve_app(make_app: Callable[[], Any], host: str, port: int, *, name: str,
@@ -50,12 +68,15 @@ def serve_app(make_app: Callable[[], Any], host: str, port: int, *, name: str,
     shown = f"[{host.strip('[]')}]" if family == socket.AF_INET6 else host
     said = f"{name}: listening on http://{shown}:{sock.getsockname()[1]}{path}"
     if workers <= 1:
+        signal.signal(signal.SIGHUP, _count_hangup)  # until the app takes it over
         return _serve(make_app(), sock, said, lifespan, grace, on_exit)
     children: list[int] = []
     for _ in range(workers):
         pid = os.fork()
         if pid == 0:  # a worker: its own handlers from here on
-            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until its app handles it
+            global _supervisor
+            _supervisor = os.getppid()
+            signal.signal(signal.SIGHUP, _count_hangup)  # until its app handles it
             code = 1
             try:
                 code = _serve(make_app(), sock, None, lifespan, grace, on_exit)
@@ -80,6 +101,15 @@ def serve_app(make_app: Callable[[], Any], host: str, port: int, *, name: str,
             status = status or (1 if os.waitstatus_to_exitcode(code) else 0)
             forward(signal.SIGTERM, None)  # one gone: the service stops whole
     return status
+
+
+def signal_all_workers(sig: int) -> bool:
+    """In a worker of several: sends ``sig`` to every worker (through the process that forked
+    them); False in a process serving alone."""
+    if _supervisor is None or os.getppid() != _supervisor:
+        return False
+    os.kill(_supervisor, sig)
+    return True
 
 
 def _serve(app: Any, sock: socket.socket, said: str | None,

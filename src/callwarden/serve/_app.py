@@ -42,6 +42,7 @@ from callwarden.exceptions import (
     CallwardenError,
     PolicyError,
 )
+from callwarden.net import hangup_pending, signal_all_workers
 from callwarden.serve._audit import MAX_EVENTS, Filters, follow, live_log, log_files, query, replay_text
 from callwarden.serve._auth import Holder, Tokens
 from callwarden.serve._metrics import Metrics
@@ -88,8 +89,8 @@ class Service:
             fresh = Guard.from_file(self.policy)
         except PolicyError as e:
             return False, [str(p) for p in e.problems]
-        except OSError as e:
-            return False, [f"{self.policy}: {e}"]
+        except Exception as e:  # the file, or the store it names: the old policy stays
+            return False, [f"{self.policy}: {type(e).__name__}: {e}"]
         old, self.guard = self.guard, fresh
         self.loaded_at = time.time()
         with contextlib.suppress(RuntimeError):  # no loop: close at once
@@ -349,7 +350,9 @@ def create_app(service: Service) -> Starlette:
                 "code": "policy_error", "message": "the policy was not reloaded; the one "
                                                    "loaded before stays in force",
                 "problems": problems}}, status_code=422)
-        return {"reloaded": True, "policy": s.guard.loaded.digest}
+        # The other workers (--workers N) load it too: SIGHUP reaches them all.
+        everywhere = signal_all_workers(signal.SIGHUP)
+        return {"reloaded": True, "policy": s.guard.loaded.digest, "workers": everywhere}
 
     async def events(request: Request, _: Holder | None) -> Any:
         wanted = _filters(request)
@@ -435,6 +438,8 @@ def create_app(service: Service) -> Starlette:
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal.SIGHUP, _reload_on_signal, s)
+        if hangup_pending():  # one came while this worker was starting: the file changed
+            _reload_on_signal(s)
         try:
             yield
         finally:
