@@ -333,6 +333,14 @@ def test_authzen_evaluations(service: Service) -> None:
     assert read["decision"] is True and search["decision"] is True
     assert search["context"]["args"] == {"query": "q", "limit": 5}
     assert deploy["decision"] is False and deploy["context"]["approval_request"]
+    # An item that is not an evaluation is refused alone, the others still answered.
+    status, mixed, _ = service.request("POST", "/access/v1/evaluations", {
+        "subject": {"id": "bob"}, "resource": {"properties": {}},
+        "evaluations": [{"action": {"name": ""}}, {"action": {"name": "read_file"}}]})
+    assert status == 200
+    refused, answered = mixed["evaluations"]
+    assert refused["decision"] is False and refused["context"]["error"]["code"] == "bad_request"
+    assert answered["decision"] is True
     principals = {e["principal"] for e in service.events() if e["type"] == "decision"}
     assert principals == {"bob"}
 
@@ -452,6 +460,9 @@ def test_audit_query(service: Service) -> None:
     assert len(by_rule["events"]) == 1
     _, future, _ = service.request("GET", "/v1/audit/events?since=4102444800", token="admin")
     assert future["events"] == []
+    _, beyond, _ = service.request("GET", "/v1/audit/events?since=1" + "0" * 30,
+                                   token="admin")  # past the calendar's end: nothing, no error
+    assert beyond["events"] == []
     _, window, _ = service.request(
         "GET", "/v1/audit/events?type=decision&since=2000-01-01T00:00:00Z&until=4102444800",
         token="admin")

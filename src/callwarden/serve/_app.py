@@ -220,14 +220,14 @@ class Service:
     # -- approvals ------------------------------------------------------------------------
 
     async def approvals(self, request: Request) -> list[dict[str, Any]]:
-        status = request.query_params.get("status")
+        status = request.query_params.get("status") or None  # empty: any
         if status is not None and status not in ("pending", "approved", "denied", "expired",
                                                  "cancelled", "consumed"):
             raise _Problem(400, "bad_request", f"status {status!r} is not a request status")
         found = await self.guard.approvals.alist(status)
         wanted = {k: request.query_params.get(k) for k in ("session", "agent", "tool")}
         return [r.to_dict() for r in found
-                if all(v is None or getattr(r, k) == v for k, v in wanted.items())]
+                if all(not v or getattr(r, k) == v for k, v in wanted.items())]
 
     async def resolve(self, request_id: str, body: Mapping[str, Any], holder: Holder,
                       approve: bool) -> dict[str, Any]:
@@ -316,15 +316,22 @@ def create_app(service: Service) -> Starlette:
         body = await s.body(request)
         items = body.get("evaluations")
         if items is None:
-            return {"evaluations": [await s.evaluate(body, holder)]}  # type: ignore[arg-type]
+            items = [{}]  # the top-level evaluation alone
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items) \
                 or len(items) > 1000:
             raise _Problem(400, "bad_request", "'evaluations' must be a list of at most "
                                                "1000 objects")
         defaults = {k: body.get(k) for k in ("subject", "action", "resource", "context")}
-        return {"evaluations": [await s.evaluate(
-            {**defaults, **{k: v for k, v in item.items() if v is not None}},
-            holder) for item in items]}  # type: ignore[arg-type]
+        answers = []
+        for item in items:  # one that is not an evaluation is refused alone (fail closed)
+            try:
+                answers.append(await s.evaluate(
+                    {**defaults, **{k: v for k, v in item.items() if v is not None}},
+                    holder))  # type: ignore[arg-type]
+            except _Problem as p:
+                answers.append({"decision": False, "context": {"error": {
+                    "code": p.code, "message": p.message}}})
+        return {"evaluations": answers}
 
     async def approvals(request: Request, _: Holder | None) -> Any:
         return {"approvals": await s.approvals(request)}
@@ -373,6 +380,8 @@ def create_app(service: Service) -> Starlette:
         text, show = body.get("policy"), body.get("show", 20)
         if not isinstance(text, str) or not text.strip():
             raise _Problem(400, "bad_request", "'policy' must be the candidate policy's YAML")
+        if isinstance(show, float) and show.is_integer():
+            show = int(show)  # 20.0 is an integer in JSON
         if not isinstance(show, int) or isinstance(show, bool) or not 0 <= show <= 1000:
             raise _Problem(400, "bad_request", "'show' must be 0 to 1000")
         try:
@@ -429,9 +438,13 @@ def create_app(service: Service) -> Starlette:
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 404)
-        return _error(status, "not_found" if status == 404 else "method_not_allowed",
-                      f"{request.method} {request.url.path} is not served here "
-                      "(see /openapi.json)")
+        response = _error(status, "not_found" if status == 404 else "method_not_allowed",
+                          f"{request.method} {request.url.path} is not served here "
+                          "(see /openapi.json)")
+        allow = (getattr(exc, "headers", None) or {}).get("Allow")
+        if allow:  # a 405 says which methods are served (RFC 9110)
+            response.headers["Allow"] = allow
+        return response
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> Any:

@@ -71,16 +71,24 @@ def _instant(value: str | None, name: str) -> str | None:
     if not value:
         return None
     try:
-        when = dt.datetime.fromtimestamp(float(value), dt.UTC)
+        seconds = float(value)
     except ValueError:
-        try:
-            when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        try:  # RFC 3339 allows a lower-case t and z
+            when = dt.datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
         except ValueError:
             raise ValueError(f"'{name}' must be seconds since the epoch or an ISO 8601 "
                              "time") from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.UTC)
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    else:
+        try:
+            when = dt.datetime.fromtimestamp(seconds, dt.UTC)
+        except (OverflowError, OSError, ValueError):  # beyond the calendar: its end
+            return "9999" if seconds > 0 else "0000"
+    try:
+        return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except (OverflowError, ValueError):  # an offset that leaves the calendar
+        return "9999" if when.year > 1 else "0000"
 
 
 def query(paths: list[Path], wanted: Filters, limit: int) -> list[dict[str, Any]]:
