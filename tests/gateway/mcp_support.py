@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from listening import ListeningProcess
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -109,47 +110,11 @@ def start_http_server(log: Path, env: dict[str, str], port: int | None = None
     return server, f"http://127.0.0.1:{port}/mcp"
 
 
-class Listening:
-    """``callwarden mcp --listen 127.0.0.1:0 ...`` as a process: its URL once it listens (the
-    port it picked, read from its stderr), and everything it said."""
+class Listening(ListeningProcess):
+    """``callwarden mcp --listen 127.0.0.1:0 ...`` as a process."""
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        import threading
-
-        self.process = subprocess.Popen([str(CLI), "mcp", *args], env=env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        text=True)
-        self.said: list[str] = []
-        self.url = ""
-        ready = threading.Event()
-
-        def read() -> None:
-            assert self.process.stderr is not None
-            for line in self.process.stderr:
-                self.said.append(line)
-                if "listening on " in line and not self.url:
-                    self.url = line.split("listening on ", 1)[1].strip()
-                    ready.set()
-            ready.set()
-
-        self._reader = threading.Thread(target=read, daemon=True)
-        self._reader.start()
-        ready.wait(TIMEOUT)
-        assert self.url, f"the gateway did not listen: {''.join(self.said)}"
-
-    def stop(self) -> int:
-        """Stops the gateway as a service manager would (SIGTERM); its exit status."""
-        if self.process.poll() is None:
-            self.process.terminate()
-        try:
-            return self.process.wait(TIMEOUT)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-            self._reader.join(5)
-            if self.process.stderr is not None:
-                self.process.stderr.close()
+        super().__init__(["mcp", *args], env)
 
 
 def listen_args(setup: Setup, *extra: str, upstream: list[str] | None = None) -> list[str]:

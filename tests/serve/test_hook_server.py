@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,13 +26,6 @@ def hook(payload: str, *options: str, **env: str) -> subprocess.CompletedProcess
                           capture_output=True, text=True, timeout=TIMEOUT,
                           env={**base, "CALLWARDEN_SERVER_TOKEN": TOKENS["agent"], **env},
                           check=False)
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Any:
-    running = Service(tmp_path)
-    yield running
-    assert running.stop() == 0
 
 
 def specific(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

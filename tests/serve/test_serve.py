@@ -9,20 +9,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import jsonschema
-import pytest
+from listening import CLI, TIMEOUT, ListeningProcess
 
-CLI = Path(sys.executable).with_name("callwarden")
 OPENAPI = Path(__file__).parents[2] / "src" / "callwarden" / "serve" / "openapi.json"
-TIMEOUT = 60
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
 POLICY = """\
@@ -67,7 +62,7 @@ admin    ops    admin-token-0123456789
 """
 
 
-class Service:
+class Service(ListeningProcess):
     """``callwarden serve`` on a free loopback port."""
 
     def __init__(self, root: Path, *extra: str, policy: str = POLICY) -> None:
@@ -78,27 +73,8 @@ class Service:
             self.policy.write_text(policy.format(state=root / "state.db", audit=self.audit))
         tokens = root / "tokens"
         tokens.write_text(TOKEN_FILE)
-        self.process = subprocess.Popen(
-            [str(CLI), "serve", "--policy", str(self.policy), "--listen", "127.0.0.1:0",
-             "--tokens", str(tokens), *extra], stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True)
-        self.said: list[str] = []
-        self.url = ""
-        ready = threading.Event()
-
-        def read() -> None:
-            assert self.process.stderr is not None
-            for line in self.process.stderr:
-                self.said.append(line)
-                if "listening on " in line and not self.url:
-                    self.url = line.split("listening on ", 1)[1].strip()
-                    ready.set()
-            ready.set()
-
-        self._reader = threading.Thread(target=read, daemon=True)
-        self._reader.start()
-        ready.wait(TIMEOUT)
-        assert self.url, "".join(self.said)
+        super().__init__(["serve", "--policy", str(self.policy), "--listen", "127.0.0.1:0",
+                          "--tokens", str(tokens), *extra])
 
     def request(self, method: str, path: str, body: Any = None, *, token: str | None = "agent",
                 raw: bytes | None = None, headers: dict[str, str] | None = None
@@ -128,27 +104,6 @@ class Service:
 
     def events(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.audit.read_text().splitlines()]
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.terminate()
-        try:
-            return self.process.wait(TIMEOUT)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-            self._reader.join(5)
-            assert self.process.stderr is not None
-            self.process.stderr.close()
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
-    running = Service(tmp_path)
-    yield running
-    assert running.stop() == 0
-    assert not any("Traceback" in line for line in running.said), running.said
 
 
 DOC = json.loads(OPENAPI.read_text())

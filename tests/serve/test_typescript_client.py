@@ -10,7 +10,6 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,14 +53,6 @@ def run_node_tests(service: Service, *files: str) -> str:
     assert process.returncode == 0, f"node --test exited {process.returncode}:\n{report}"
     assert counts.get("fail") == 0 and counts.get("tests", 0) > 0, report
     return report
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
-    running = Service(tmp_path)
-    yield running
-    assert running.stop() == 0
-    assert not any("Traceback" in line for line in running.said), running.said
 
 
 def test_the_client_has_no_runtime_dependencies() -> None:

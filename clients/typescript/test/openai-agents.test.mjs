@@ -19,14 +19,8 @@ import { z } from "zod";
 
 import { CallwardenClient } from "../dist/index.js";
 import { callwardenGuardrails } from "../dist/openai-agents.js";
+import { agentToken, approverToken, SECRET, url } from "./service.mjs";
 
-const { CALLWARDEN_URL: url, CALLWARDEN_AGENT_TOKEN: agentToken,
-  CALLWARDEN_APPROVER_TOKEN: approverToken } = process.env;
-if (!url || !agentToken || !approverToken) {
-  throw new Error("set CALLWARDEN_URL, CALLWARDEN_AGENT_TOKEN and CALLWARDEN_APPROVER_TOKEN " +
-    "(tests/serve/test_typescript_client.py does)");
-}
-const SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8";
 setTracingDisabled(true);
 
 const agentClient = new CallwardenClient({ baseUrl: url, token: agentToken });

@@ -12,7 +12,7 @@ from typing import Any, TextIO, cast
 
 from callwarden import __version__
 from callwarden._decision import Effect
-from callwarden.cli._parser import EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, _Parser
+from callwarden.cli._parser import EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, _Parser, parse_listen
 from callwarden.exceptions import PolicyError
 
 __all__ = ["EXIT_CODES", "main"]
@@ -329,10 +329,11 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_USAGE
     from callwarden.serve import MAX_BODY, Service, Tokens, run
 
-    host, sep, port = str(args.listen).rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
+    listen = parse_listen(args.listen)
+    if listen is None:
         print(f"callwarden serve: --listen {args.listen!r} is not HOST:PORT", file=sys.stderr)
         return EXIT_USAGE
+    host, port = listen
     try:
         if args.tokens is not None:
             tokens = Tokens.parse(args.tokens.read_text(encoding="utf-8"), str(args.tokens))
@@ -353,10 +354,10 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_USAGE
     first = Service(args.policy, tokens, max_body=args.max_body or MAX_BODY)  # broken: exit 2
     if args.workers == 1:
-        return run(lambda: first, host, int(port))
+        return run(lambda: first, host, port)
     first.guard.close()  # each worker opens the policy's store itself, after the fork
     return run(lambda: Service(args.policy, tokens, max_body=args.max_body or MAX_BODY), host,
-               int(port), workers=args.workers)
+               port, workers=args.workers)
 
 
 def _hook(args: argparse.Namespace, out: TextIO) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from callwarden.cli._parser import EXIT_OK, EXIT_USAGE, _Parser
+from callwarden.cli._parser import EXIT_OK, EXIT_USAGE, _Parser, parse_listen
 from callwarden.exceptions import PolicyError
 
 __all__ = ["add_mcp_parser", "run_mcp", "run_mcp_subcommand"]
@@ -180,9 +180,10 @@ def _listen_options(args: argparse.Namespace) -> tuple[str, int, str | None] | s
     """``--listen HOST:PORT`` and the token: (host, port, token), or what is wrong."""
     from callwarden.gateway import is_loopback
 
-    host, sep, port_text = str(args.listen).rpartition(":")
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+    listen = parse_listen(args.listen)
+    if listen is None:
         return f"--listen {args.listen!r} is not HOST:PORT (e.g. 127.0.0.1:8765)"
+    host, port = listen
     token = os.environ.get("CALLWARDEN_MCP_TOKEN") or None
     if args.token_file is not None:
         try:
@@ -201,7 +202,7 @@ def _listen_options(args: argparse.Namespace) -> tuple[str, int, str | None] | s
                         ("--session-idle", args.session_idle)):
         if value <= 0:
             return f"{flag} must be more than 0"
-    return host, int(port_text), token
+    return host, port, token
 
 
 def _wrap(argv: list[str]) -> int:
