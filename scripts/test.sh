@@ -5,12 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System packages the integration tests use for real (a redis-server for the Redis store, a JDK
-# and node for the service's clients).
+# and node for the service's clients, chromium for its console).
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 # The Java and TypeScript clients of callwarden serve are compiled and run against it.
 command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+# The console is tested in a real headless browser: Debian's chromium, driven by Playwright.
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing ${need_apt[*]} with apt-get"

@@ -43,6 +43,7 @@ from callwarden.exceptions import (
     PolicyError,
 )
 from callwarden.net import hangup_pending, signal_all_workers
+from callwarden.serve import _console as console
 from callwarden.serve._audit import MAX_EVENTS, Filters, follow, live_log, log_files, query, replay_text
 from callwarden.serve._auth import Holder, Tokens
 from callwarden.serve._metrics import Metrics
@@ -106,7 +107,7 @@ class Service:
         if holder is None:
             raise _Problem(401, "unauthorized", "give Authorization: Bearer TOKEN (a token "
                                                 "of the service's token file)")
-        if not holder.may(role):
+        if role != "any" and not holder.may(role):
             raise _Problem(403, "forbidden", f"a {holder.role} token may not do this (it "
                                              f"needs the {role} role)")
         return holder
@@ -239,6 +240,9 @@ class Service:
         if edit is not None and (not approve or not isinstance(edit, dict)):
             raise _Problem(400, "bad_request", "'args' (an object) edits an approval only")
         try:
+            if edit is not None:  # made on the redacted view: what was left as shown stays
+                args = (await approvals.aget(request_id)).args
+                edit = console.restore_redacted(edit, console.redacted_view(self.guard, args), args)
             if approve:
                 done = await approvals.aapprove(request_id, by=holder.name, comment=text,
                                                 edit=edit)
@@ -342,6 +346,33 @@ def create_app(service: Service) -> Starlette:
         except ApprovalError as e:
             raise _approval_problem(e) from None
 
+    async def approval_context(request: Request, _: Holder | None) -> Any:
+        try:
+            found = await s.guard.approvals.aget(request.path_params["id"])
+        except ApprovalError as e:
+            raise _approval_problem(e) from None
+        return await asyncio.to_thread(console.context, s.guard, found.to_dict())
+
+    async def me(request: Request, holder: Holder | None) -> Any:
+        return console.whoami(holder.role, holder.name)  # type: ignore[union-attr]
+
+    async def policies(request: Request, _: Holder | None) -> Any:
+        return {"policies": console.policy_files(s.policy)}
+
+    async def policy(request: Request, _: Holder | None) -> Any:
+        name = request.path_params["name"]
+        text = console.policy_text(s.policy, name)
+        if text is None:
+            raise _Problem(404, "not_found", f"{name!r} is not a policy file beside the one "
+                                             "served (see /v1/policies)")
+        return {"name": name, "text": text}
+
+    async def page(request: Request, _: Holder | None) -> Any:
+        found = console.asset(request.path_params.get("asset", ""))
+        if found is None:
+            raise _Problem(404, "not_found", f"{request.url.path} is not part of the console")
+        return found
+
     async def approve(request: Request, holder: Holder | None) -> Any:
         return await s.resolve(request.path_params["id"], await s.body(request), holder,  # type: ignore[arg-type]
                                approve=True)
@@ -424,12 +455,18 @@ def create_app(service: Service) -> Starlette:
         route("/access/v1/evaluations", evaluations, "agent"),
         route("/v1/approvals", approvals, "approver", "GET"),
         route("/v1/approvals/{id}", approval, "approver", "GET"),
+        route("/v1/approvals/{id}/context", approval_context, "approver", "GET"),
         route("/v1/approvals/{id}/approve", approve, "approver"),
         route("/v1/approvals/{id}/deny", deny, "approver"),
         route("/v1/reload", reload, "admin"),
         route("/v1/audit/events", events, "admin", "GET"),
         route("/v1/audit/stream", stream, "admin", "GET"),
         route("/v1/replay", replay, "admin"),
+        route("/v1/policies", policies, "admin", "GET"),
+        route("/v1/policies/{name}", policy, "admin", "GET"),
+        route("/v1/whoami", me, "any", "GET"),
+        route("/console", page, None, "GET"),
+        route("/console/{asset}", page, None, "GET"),
         route("/metrics", metrics, "admin", "GET"),
         route("/healthz", healthz, None, "GET"),
         route("/readyz", readyz, None, "GET"),

@@ -1,0 +1,361 @@
+"""The console at ``/console``, driven for real in headless Chromium (Debian's ``chromium``,
+by Playwright with ``executable_path``): log in, approve an agent's pending call and see the
+agent's next decide allowed once, deny, edit and approve, the live stream, audit search,
+replay, roles; a screenshot of each page."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from test_serve import SECRET, TOKENS, Service, conforms
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+WAIT = 20_000  # ms: a loaded machine
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is needed (apt-get install chromium; scripts/test.sh "
+                    "installs it)")
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda e: errors.append(str(e)))
+    opened.on("dialog", lambda d: errors.append(f"dialog: {d.message}"))
+    yield opened
+    context.close()
+    assert errors == []  # no script error, and nothing ever ran an alert()
+
+
+def log_in(page: Page, service: Service, token: str) -> None:
+    page.goto(f"{service.url}/console")
+    page.fill("#token", TOKENS[token])
+    page.click("#login-button")
+
+
+def screenshot(page: Page, name: str, tmp_path: Path) -> bytes:
+    """The page as PNG, checked to be a real picture of the whole viewport with something on
+    it (not one flat colour); kept beside the test's files."""
+    data = page.screenshot(full_page=True)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width == 1280 and height >= 900
+    chunks, at = [], 8
+    while at < len(data):
+        size, kind = struct.unpack(">I4s", data[at:at + 8])
+        if kind == b"IDAT":
+            chunks.append(data[at + 8:at + 8 + size])
+        at += size + 12
+    pixels = zlib.decompress(b"".join(chunks))
+    assert len(set(pixels)) > 20, f"the {name} page looks blank"
+    (tmp_path / f"{name}.png").write_bytes(data)
+    return data
+
+
+# -- approvals --------------------------------------------------------------------------------
+
+
+def test_approve_a_pending_call_in_the_console(service: Service, page: Page,
+                                               tmp_path: Path) -> None:
+    service.decide("read_file", {"path": "notes.txt"}, session="s1")  # the session's history
+    call = {"tool": "deploy", "args": {"env": "prod", "token": SECRET}, "session": "s1",
+            "principal": "bob"}
+    asked = service.decide(**call)
+    assert asked["effect"] == "ask"
+    request_id = asked["approval_request"]
+
+    log_in(page, service, "approver")
+    expect(page.locator("#who")).to_have_text("carol (approver)")
+    row = page.locator(f"tr.request[data-id='{request_id}']")
+    expect(row).to_contain_text("deploy")
+    expect(row).to_contain_text("Deploys need a person's go-ahead.")
+    screenshot(page, "approvals", tmp_path)
+
+    row.click()
+    expect(page.locator("#request-tool")).to_have_text("deploy")
+    expect(page.locator("#request-rule")).to_have_text("deploy-asks")
+    expect(page.locator("#request-message")).to_have_text("Deploys need a person's go-ahead.")
+    expect(page.locator("#request-source")).to_contain_text("policy.yaml:")
+    expect(page.locator("#source-line")).to_contain_text("id: deploy-asks")
+    shown = page.locator("#request-args").inner_text()
+    assert SECRET not in shown and "[REDACTED" in shown and '"env": "prod"' in shown
+    expect(page.locator("#history")).to_contain_text("read_file")
+    screenshot(page, "request", tmp_path)
+
+    page.fill("#comment", "ok for today")
+    page.click("#approve")
+    expect(page.locator("#result")).to_have_text("approved by carol")
+    expect(page.locator("#approve")).to_be_disabled()
+
+    assert service.decide(**call)["effect"] == "allow"  # the agent's next decide: once
+    again = service.decide(**call)
+    assert again["effect"] == "ask" and again["approval_request"] != request_id
+    _, record, _ = service.request("GET", f"/v1/approvals/{request_id}", token="admin")
+    assert record["status"] == "consumed" and record["comment"] == "ok for today"
+
+
+def test_deny_with_a_reason(service: Service, page: Page) -> None:
+    call = {"tool": "deploy", "args": {"env": "prod"}, "session": "s2"}
+    request_id = service.decide(**call)["approval_request"]
+    log_in(page, service, "approver")
+    page.goto(f"{service.url}/console#/approvals/{request_id}")
+    page.fill("#comment", "code freeze")
+    page.click("#deny")
+    expect(page.locator("#result")).to_have_text("denied by carol")
+    refused = service.decide(**call)
+    assert refused["effect"] == "deny" and "code freeze" in refused["message"]
+
+
+def test_edit_and_approve_keeps_the_secrets_left_as_shown(service: Service, page: Page) -> None:
+    call = {"tool": "deploy", "args": {"env": "prod", "token": SECRET}, "session": "s3"}
+    request_id = service.decide(**call)["approval_request"]
+    log_in(page, service, "approver")
+    page.goto(f"{service.url}/console#/approvals/{request_id}")
+    page.click("#edit summary")
+    edited = json.loads(page.input_value("#edit-args"))
+    assert edited["token"].startswith("[REDACTED")
+    page.fill("#edit-args", json.dumps({**edited, "env": "staging"}))
+    page.click("#edit-approve")
+    expect(page.locator("#result")).to_have_text("approved by carol")
+    ran = service.decide(**call)
+    # The edited call runs with the person's change and the real secret, not its marker.
+    assert ran["effect"] == "modify" and ran["args"] == {"env": "staging", "token": SECRET}
+
+
+def test_edit_that_is_not_json_is_refused_in_the_page(service: Service, page: Page) -> None:
+    request_id = service.decide("deploy", {"env": "prod"}, session="s4")["approval_request"]
+    log_in(page, service, "approver")
+    page.goto(f"{service.url}/console#/approvals/{request_id}")
+    page.click("#edit summary")
+    page.fill("#edit-args", "{not json")
+    page.click("#edit-approve")
+    expect(page.locator("#result")).to_contain_text("not JSON")
+    _, record, _ = service.request("GET", f"/v1/approvals/{request_id}", token="approver")
+    assert record["status"] == "pending"
+
+
+def test_markup_in_a_call_is_shown_as_text(service: Service, page: Page) -> None:
+    hostile = "<img src=x onerror=alert(1)><script>alert(2)</script>"
+    request_id = service.decide("deploy", {"env": hostile}, session=hostile,
+                                agent="<b>bot</b>")["approval_request"]
+    log_in(page, service, "approver")
+    expect(page.locator(f"tr.request[data-id='{request_id}']")).to_contain_text("<b>bot</b>")
+    page.goto(f"{service.url}/console#/approvals/{request_id}")
+    expect(page.locator("#request-args")).to_contain_text("<img src=x onerror=alert(1)>")
+    assert page.locator("main img, main script, main b").count() == 0
+    # (the page fixture asserts no dialog opened and no script error happened)
+
+
+# -- admin pages ------------------------------------------------------------------------------
+
+
+def test_live_decision_stream(service: Service, page: Page, tmp_path: Path) -> None:
+    log_in(page, service, "admin")
+    page.goto(f"{service.url}/console#/stream")
+    expect(page.locator("#stream-state")).to_contain_text("Following")
+    service.decide("delete_file", {"path": "a.txt"}, session="live")
+    service.decide("read_file", {"path": "b.txt"}, session="live")
+    rows = page.locator("#stream tr.event")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_contain_text("read_file")  # newest first
+    expect(rows.nth(1)).to_contain_text("delete_file")
+    expect(rows.nth(1)).to_contain_text("no-delete")
+    screenshot(page, "stream", tmp_path)
+
+
+def test_audit_search(service: Service, page: Page, tmp_path: Path) -> None:
+    service.decide("delete_file", {"path": "a.txt"}, session="x1")
+    service.decide("read_file", {"path": "b.txt"}, session="x1")
+    service.decide("delete_file", {"path": "c.txt"}, session="x2")
+    log_in(page, service, "admin")
+    page.goto(f"{service.url}/console#/audit")
+    expect(page.locator("#audit-results tr.event")).to_have_count(3)
+    page.fill("#audit-tool", "delete_file")
+    page.select_option("#audit-effect", "deny")
+    page.click("#audit-search")
+    expect(page.locator("#audit-count")).to_have_text("2 events, newest first")
+    rows = page.locator("#audit-results tr.event")
+    expect(rows.nth(0)).to_contain_text("c.txt")
+    expect(rows.nth(1)).to_contain_text("a.txt")
+    page.fill("#audit-session", "x1")
+    page.click("#audit-search")
+    expect(page.locator("#audit-count")).to_have_text("1 event, newest first")
+    page.fill("#audit-since", "not a time")
+    page.click("#audit-search")
+    expect(page.locator("#audit-count")).to_contain_text("ISO 8601")
+    screenshot(page, "audit", tmp_path)
+
+
+STRICT = """\
+version: 1
+default: allow
+rules:
+  - id: no-reads
+    match: {tool: read_file}
+    effect: deny
+"""
+
+
+def test_replay_a_picked_and_an_uploaded_policy(service: Service, page: Page,
+                                                tmp_path: Path) -> None:
+    service.decide("read_file", {"path": "a.txt"})
+    service.decide("search", {"query": "q"})
+    (service.root / "strict.yaml").write_text(STRICT)
+    log_in(page, service, "admin")
+    page.goto(f"{service.url}/console#/replay")
+    expect(page.locator("#policy-pick option")).to_have_count(2)
+    expect(page.locator("#policy-text")).to_have_value(service.policy.read_text())
+    page.click("#replay")  # the served policy over its own log: nothing changes
+    expect(page.locator("#replay-summary")).to_contain_text("2 decisions")
+    expect(page.locator("#replay-summary")).to_contain_text("0 would change")
+
+    page.select_option("#policy-pick", "strict.yaml")
+    expect(page.locator("#policy-text")).to_have_value(STRICT)
+    page.click("#replay")
+    expect(page.locator("#replay-summary")).to_contain_text("1 would change")
+    change = page.locator("#replay-changes tbody tr")
+    expect(change).to_have_count(1)
+    expect(change).to_contain_text("read_file")
+    expect(change).to_contain_text("no-reads")
+    expect(page.locator("#replay-transitions")).to_contain_text("allow->deny")
+    screenshot(page, "replay", tmp_path)
+
+    upload = tmp_path / "broken.yaml"
+    upload.write_text("version: 1\nrules:\n  - id: x\n    effect: maybe\n")
+    page.set_input_files("#policy-file", str(upload))
+    expect(page.locator("#policy-text")).to_have_value(upload.read_text())
+    page.click("#replay")
+    expect(page.locator("#replay-error")).to_have_text("the candidate policy has problems")
+    expect(page.locator("#replay-problems li").first).to_contain_text("effect")
+
+
+# -- who may see what -------------------------------------------------------------------------
+
+
+def test_an_approver_sees_approvals_only(service: Service, page: Page) -> None:
+    log_in(page, service, "approver")
+    expect(page.locator("#nav a[data-page=approvals]")).to_be_visible()
+    for hidden in ("stream", "audit", "replay"):
+        expect(page.locator(f"#nav a[data-page={hidden}]")).to_be_hidden()
+    page.goto(f"{service.url}/console#/audit")
+    expect(page.locator("main h1")).to_have_text("Not for this token")
+
+
+def test_an_agent_token_or_a_wrong_one_does_not_open_the_console(service: Service,
+                                                                  page: Page,
+                                                                  tmp_path: Path) -> None:
+    log_in(page, service, "agent")
+    expect(page.locator("#notice")).to_contain_text("the console is for approvers and admins")
+    expect(page.locator("#nav")).to_be_hidden()
+    page.fill("#token", "not-a-token-of-this-service")
+    page.click("#login-button")
+    expect(page.locator("#notice")).to_contain_text("log in again")
+    screenshot(page, "login", tmp_path)
+
+
+def test_log_out_forgets_the_token(service: Service, page: Page) -> None:
+    log_in(page, service, "admin")
+    expect(page.locator("#who")).to_have_text("ops (admin)")
+    page.click("#logout")
+    expect(page.locator("#token")).to_be_visible()
+    assert page.evaluate("sessionStorage.length") == 0
+    page.reload()
+    expect(page.locator("#token")).to_be_visible()
+
+
+# -- the console's own endpoints, over plain HTTP ---------------------------------------------
+
+
+def test_console_files_are_served_with_a_strict_policy(service: Service) -> None:
+    for path, kind in (("/console", "text/html"), ("/console/app.js", "text/javascript"),
+                       ("/console/app.css", "text/css")):
+        status, _, headers = service.request("GET", path, token=None)
+        assert status == 200 and headers["content-type"].startswith(kind)
+        csp = headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+        assert headers["x-frame-options"] == "DENY"
+    status, body, _ = service.request("GET", "/console/../openapi.json", token=None)
+    assert status in (200, 404)  # a client's path normalisation; never a file of another kind
+    status, body, _ = service.request("GET", "/console/secrets.txt", token=None)
+    assert status == 404 and body["error"]["code"] == "not_found"
+
+
+def test_whoami(service: Service) -> None:
+    for token, role, name, pages in (("agent", "agent", "bot", []),
+                                     ("approver", "approver", "carol", ["approvals"]),
+                                     ("admin", "admin", "ops", ["approvals", "stream", "audit",
+                                                                "replay"])):
+        status, body, _ = service.request("GET", "/v1/whoami", token=token)
+        assert status == 200 and body == {"role": role, "name": name, "pages": pages}
+        conforms(body, "Holder")
+    status, _, _ = service.request("GET", "/v1/whoami", token="wrong-token-0123456789")
+    assert status == 401
+
+
+def test_approval_context_is_redacted(service: Service) -> None:
+    service.decide("read_file", {"path": "x"}, session="ctx")
+    request_id = service.decide("deploy", {"token": SECRET}, session="ctx")["approval_request"]
+    status, body, _ = service.request("GET", f"/v1/approvals/{request_id}/context",
+                                      token="approver")
+    assert status == 200
+    conforms(body, "ApprovalContext")
+    assert SECRET not in json.dumps(body)
+    assert body["request"]["args"]["token"].startswith("[REDACTED")
+    assert body["source_line"].strip().endswith("id: deploy-asks")
+    assert [(e["tool"], e["effect"]) for e in body["history"]] == [("read_file", "allow"),
+                                                                   ("deploy", "ask")]
+    status, _, _ = service.request("GET", f"/v1/approvals/{request_id}/context", token="agent")
+    assert status == 403
+    status, body, _ = service.request("GET", "/v1/approvals/nope/context", token="approver")
+    assert status == 404
+
+
+def test_policy_files_for_replay(service: Service) -> None:
+    (service.root / "candidate.yml").write_text(STRICT)
+    (service.root / "notes.txt").write_text("not a policy")
+    status, body, _ = service.request("GET", "/v1/policies", token="admin")
+    assert status == 200 and body["policies"] == [
+        {"name": "candidate.yml", "current": False}, {"name": "policy.yaml", "current": True}]
+    conforms(body, "PolicyFiles")
+    status, body, _ = service.request("GET", "/v1/policies/candidate.yml", token="admin")
+    assert status == 200 and body == {"name": "candidate.yml", "text": STRICT}
+    conforms(body, "PolicyFile")
+    for name in ("notes.txt", "..%2Fpolicy.yaml", "tokens"):
+        status, body, _ = service.request("GET", f"/v1/policies/{name}", token="admin")
+        assert status == 404, name
+    status, _, _ = service.request("GET", "/v1/policies", token="approver")
+    assert status == 403
+
+
+
+def test_restore_redacted_puts_back_only_what_was_left_as_shown() -> None:
+    from callwarden.serve._console import restore_redacted
+
+    original = {"env": "prod", "token": SECRET, "hosts": ["a", SECRET], "nested": {"k": SECRET}}
+    shown = {"env": "prod", "token": "[R]", "hosts": ["a", "[R]"], "nested": {"k": "[R]"}}
+    assert restore_redacted(shown, shown, original) == original
+    edited = {"env": "staging", "token": "[R]", "hosts": ["b", "[R]", "c"],
+              "nested": {"k": "new"}, "extra": "[R]"}
+    assert restore_redacted(edited, shown, original) == {
+        "env": "staging", "token": SECRET, "hosts": ["b", SECRET, "c"], "nested": {"k": "new"},
+        "extra": "[R]"}  # a key the call did not have is the person's own text
+    assert restore_redacted({"token": "typed"}, shown, original) == {"token": "typed"}
