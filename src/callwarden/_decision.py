@@ -198,7 +198,8 @@ class Decision(NamedTuple):
                 principal=text(call.get("principal")), framework=text(call.get("framework")),
                 context=call.get("context") if isinstance(call.get("context"), Mapping)
                 else None)
-            args = freeze_args(data.get("args", call.get("args")))
+            given = call.get("args") if data.get("args") is None else data["args"]
+            args = freeze_args({} if given is None else given)
             effect = Effect(str(data.get("effect")))
             mode = Mode(str(data.get("mode") or "enforce"))
         except InvalidCall as e:

@@ -264,6 +264,21 @@ def test_an_outcome_is_screened_and_recorded(service: Service) -> None:
                                                           "result": "fine"})
     assert plain == {"status": "ok", "result": "fine", "halt": False, "rule": None,
                      "source": None}
+    for duration in ({}, "12", -1, True):
+        status, error, _ = service.request("POST", "/v1/outcome", {
+            "decision": decision, "result": "fine", "duration_ms": duration})
+        assert status == 400 and "duration_ms" in error["error"]["message"], duration
+    # The decision sent back needs only what the outcome reads (the DecisionIn schema) ...
+    bare = {"decision_id": decision["decision_id"], "effect": "allow",
+            "call": {"tool": "read_file"}, "args": None}
+    status, screened, _ = service.request("POST", "/v1/outcome", {"decision": bare,
+                                                                  "result": "fine"})
+    assert status == 200 and screened["status"] == "ok"
+    # ... and those fields with their types.
+    for broken in ({**bare, "rule": 5}, {**bare, "call": {"tool": "t", "session": 1}},
+                   {**bare, "reasons": ["x"]}, {**bare, "args": [1]}):
+        status, error, _ = service.request("POST", "/v1/outcome", {"decision": broken})
+        assert status == 400 and error["error"]["code"] == "bad_request", broken
 
 
 def test_authzen_evaluations(service: Service) -> None:
@@ -298,6 +313,11 @@ def test_authzen_evaluations(service: Service) -> None:
     assert answered["decision"] is True
     principals = {e["principal"] for e in service.events() if e["type"] == "decision"}
     assert principals == {"bob"}
+    for path, body in (("/access/v1/evaluation", {**evaluation, "resource": {
+                           "properties": [None]}}),
+                       ("/access/v1/evaluations", {**evaluation, "evaluations": None})):
+        status, error, _ = service.request("POST", path, body)
+        assert status == 400 and error["error"]["code"] == "bad_request", path
 
 
 def test_health_readiness_metrics_and_the_openapi_document(service: Service) -> None:
@@ -422,7 +442,7 @@ def test_audit_query(service: Service) -> None:
         "GET", "/v1/audit/events?type=decision&since=2000-01-01T00:00:00Z&until=4102444800",
         token="admin")
     assert len(window["events"]) == 3
-    for bad in ("limit=0", "limit=x", "since=yesterday"):
+    for bad in ("limit=0", "limit=x", "since=yesterday", "until=-2.3e%2B16", "since=1e5"):
         status, error, _ = service.request("GET", f"/v1/audit/events?{bad}", token="admin")
         assert status == 400 and error["error"]["code"] == "bad_request", bad
     assert service.request("GET", "/v1/audit/events", token="approver")[0] == 403

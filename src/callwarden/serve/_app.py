@@ -173,8 +173,11 @@ class Service:
             raise _Problem(400, "bad_request", "'failed' must be true or false")
         started = time.perf_counter()
         duration = body.get("duration_ms")
-        if isinstance(duration, int | float) and not isinstance(duration, bool) \
-                and 0 <= duration < 1e9:
+        if duration is not None:
+            if not isinstance(duration, int | float) or isinstance(duration, bool) \
+                    or not 0 <= duration < 1e9:
+                raise _Problem(400, "bad_request", "'duration_ms' must be the milliseconds "
+                                                   "the tool ran (a number, 0 or more)")
             started -= duration / 1000
         screened = Enforcer(self.guard).finish(decision, body.get("result"), started,
                                                failed=failed)
@@ -193,6 +196,10 @@ class Service:
         for name, part in (("subject", subject), ("action", action), ("resource", resource)):
             if not isinstance(part, dict):
                 raise _Problem(400, "bad_request", f"'{name}' must be an object")
+            for key, kind in (("type", str), ("id", str), ("properties", dict)):
+                if part.get(key) is not None and not isinstance(part[key], kind):
+                    raise _Problem(400, "bad_request", f"'{name}.{key}' must be "
+                                                       f"{'a string' if kind is str else 'an object'}")
         if context is not None and not isinstance(context, dict):
             raise _Problem(400, "bad_request", "'context' must be an object")
         context = dict(context or {})
@@ -200,7 +207,7 @@ class Service:
         if not isinstance(name, str) or not name:
             raise _Problem(400, "bad_request", "'action.name' must be the tool's name")
         properties = resource.get("properties")  # type: ignore[union-attr]
-        args = context.pop("args", properties if isinstance(properties, dict) else {})
+        args = context.pop("args", properties or {})
         subject_properties = subject.get("properties")  # type: ignore[union-attr]
         agent = subject_properties.get("agent") if isinstance(subject_properties, dict) \
             else None
@@ -272,9 +279,22 @@ def _approval_problem(e: ApprovalError) -> _Problem:
     return _Problem(409, e.code, e.message)
 
 
+def _decision_shaped(data: Mapping[str, Any]) -> bool:
+    """Whether the fields an outcome reads back have their types (the ``DecisionIn`` schema)."""
+    call = data.get("call")
+    if not isinstance(call, dict):
+        return False
+    typed = [(data, ("rule", "source", "message", "policy", "mode"), str),
+             (call, _CALL_FIELDS, str), (data, ("args",), dict), (call, ("args", "context"), dict),
+             (data, ("reasons",), list)]
+    return all(part.get(key) is None or isinstance(part[key], kind)
+               for part, keys, kind in typed for key in keys) \
+        and all(isinstance(r, dict) for r in data.get("reasons") or ())
+
+
 def _decision_from(data: Any) -> Decision:
     """The decision ``/v1/decide`` answered, as the outcome's request carries it back."""
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or not _decision_shaped(data):
         raise _Problem(400, "bad_request", "'decision' must be the object /v1/decide answered")
     try:
         return Decision.from_dict(data)
@@ -318,14 +338,15 @@ def create_app(service: Service) -> Starlette:
 
     async def evaluations(request: Request, holder: Holder | None) -> Any:
         body = await s.body(request)
-        items = body.get("evaluations")
-        if items is None:
-            items = [{}]  # the top-level evaluation alone
+        items = body.get("evaluations", [{}])  # absent: the top-level evaluation alone
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items) \
                 or len(items) > 1000:
             raise _Problem(400, "bad_request", "'evaluations' must be a list of at most "
                                                "1000 objects")
         defaults = {k: body.get(k) for k in ("subject", "action", "resource", "context")}
+        for name, part in defaults.items():
+            if part is not None and not isinstance(part, dict):
+                raise _Problem(400, "bad_request", f"'{name}' must be an object")
         answers = []
         for item in items:  # one that is not an evaluation is refused alone (fail closed)
             try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import re
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ from callwarden.review import EventReader, expand_rotated, replay_events
 __all__ = ["FILTERS", "MAX_EVENTS", "Filters", "follow", "live_log", "log_files", "query",
            "replay_text"]
 
+_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")  # seconds since the epoch, as the schema says
 FILTERS = ("type", "session", "tool", "effect", "rule", "agent")
 MAX_EVENTS = 10_000
 _POLL = 0.2  # seconds between looks at the log's end when following it
@@ -70,9 +72,12 @@ def _instant(value: str | None, name: str) -> str | None:
     an ISO 8601 time."""
     if not value:
         return None
-    try:
-        seconds = float(value)
-    except ValueError:
+    if _SECONDS.fullmatch(value):
+        try:
+            when = dt.datetime.fromtimestamp(float(value), dt.UTC)
+        except (OverflowError, OSError, ValueError):  # beyond the calendar: its end
+            return "9999"
+    else:
         try:  # RFC 3339 allows a lower-case t and z
             when = dt.datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
         except ValueError:
@@ -80,11 +85,6 @@ def _instant(value: str | None, name: str) -> str | None:
                              "time") from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.UTC)
-    else:
-        try:
-            when = dt.datetime.fromtimestamp(seconds, dt.UTC)
-        except (OverflowError, OSError, ValueError):  # beyond the calendar: its end
-            return "9999" if seconds > 0 else "0000"
     try:
         return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     except (OverflowError, ValueError):  # an offset that leaves the calendar
