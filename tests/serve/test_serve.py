@@ -345,7 +345,7 @@ def test_every_route_is_in_the_openapi_document() -> None:
                   for method in item}
     service = App.__new__(App)  # the routes only: no policy loaded, nothing served
     service.tokens = Tokens.parse(TOKEN_FILE)
-    routes = {(r.path, m) for r in create_app(service).routes  # type: ignore[attr-defined]
+    routes = {(r.path, m) for r in create_app(service).app.routes  # type: ignore[attr-defined]
               for m in r.methods - {"HEAD"}}  # type: ignore[attr-defined]
     assert routes == documented
 

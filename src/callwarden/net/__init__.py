@@ -136,5 +136,7 @@ def _serve(app: Any, sock: socket.socket, said: str | None,
             if on_exit is not None:
                 await on_exit()
 
-    asyncio.run(run())
+    # uvicorn's own choice of event loop (uvloop when installed: the serve extra brings it)
+    with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
+        runner.run(run())
     return 0

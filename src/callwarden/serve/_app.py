@@ -19,7 +19,7 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -103,7 +103,11 @@ class Service:
     # -- requests -------------------------------------------------------------------------
 
     def holder(self, request: Request, role: str) -> Holder:
-        holder = self.tokens.holder(request.headers.get("authorization"))
+        return self.holder_of(request.headers.get("authorization"), role)
+
+    def holder_of(self, authorization: str | None, role: str) -> Holder:
+        """Who the ``Authorization`` header names, if they may do what ``role`` may."""
+        holder = self.tokens.holder(authorization)
         if holder is None:
             raise _Problem(401, "unauthorized", "give Authorization: Bearer TOKEN (a token "
                                                 "of the service's token file)")
@@ -114,11 +118,14 @@ class Service:
 
     async def body(self, request: Request) -> dict[str, Any]:
         """The request's JSON object (413 past the size cap, 400 for anything else)."""
-        declared = request.headers.get("content-length", "")
+        return await self.read(request.headers.get("content-length", ""), request.stream())
+
+    async def read(self, declared: str, chunks: AsyncIterator[bytes]) -> dict[str, Any]:
+        """A body's JSON object from its declared length and its chunks."""
         if declared.isdigit() and int(declared) > self.max_body:
             raise _Problem(413, "too_large", f"the body is over {self.max_body} bytes")
         data = bytearray()
-        async for chunk in request.stream():
+        async for chunk in chunks:
             data += chunk
             if len(data) > self.max_body:
                 raise _Problem(413, "too_large", f"the body is over {self.max_body} bytes")
@@ -311,19 +318,64 @@ def _handler(service: Service, role: str | None,
         try:
             holder = service.holder(request, role) if role is not None else None
             result = await work(request, holder)
-        except _Problem as p:
-            extra = {"WWW-Authenticate": 'Bearer realm="callwarden"'} if p.status == 401 \
-                else {}
-            return _error(p.status, p.code, p.message, **extra)
-        except Exception as e:  # the service's own failure: still JSON, and it says what
-            print(f"callwarden serve: {request.url.path}: {type(e).__name__}: {e}",
-                  file=sys.stderr)
-            return _error(500, "internal", f"{type(e).__name__}: {e}")
+        except Exception as e:
+            return _failure(e, request.url.path)
         return result if isinstance(result, Response) else JSONResponse(result)
     return endpoint
 
 
-def create_app(service: Service) -> Starlette:
+def _failure(e: Exception, path: str) -> JSONResponse:
+    """A request's failure as a JSON answer: a refusal with its status, or the service's own
+    failure (500, and it says what)."""
+    if isinstance(e, _Problem):
+        extra = {"WWW-Authenticate": 'Bearer realm="callwarden"'} if e.status == 401 else {}
+        return _error(e.status, e.code, e.message, **extra)
+    print(f"callwarden serve: {path}: {type(e).__name__}: {e}", file=sys.stderr)
+    return _error(500, "internal", f"{type(e).__name__}: {e}")
+
+
+class _Decide:
+    """``POST /v1/decide``, the hot path, answered without Starlette's layers (its routing,
+    middleware, request and response objects cost more than the decision); every other
+    request, and the lifespan, go to the Starlette application. Same answers either way."""
+
+    def __init__(self, service: Service, app: Starlette) -> None:
+        self.service = service
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/v1/decide" \
+                or scope["method"] != "POST":
+            return await self.app(scope, receive, send)
+        headers = {k.decode(): v.decode("latin-1") for k, v in scope["headers"]
+                   if k in (b"authorization", b"content-length")}
+        try:
+            holder = self.service.holder_of(headers.get("authorization"), "agent")
+            body = await self.service.read(headers.get("content-length", ""), _chunks(receive))
+            result = await self.service.decide(body, holder)
+        except Exception as e:
+            return await _failure(e, "/v1/decide")(scope, receive, send)
+        data = json.dumps(result, ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(data)).encode())]})
+        await send({"type": "http.response.body", "body": data})
+        return None
+
+
+async def _chunks(receive: Any) -> AsyncIterator[bytes]:
+    """A raw ASGI request's body, chunk by chunk."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Problem(400, "bad_request", "the client left before sending the body")
+        yield message.get("body", b"")
+        if not message.get("more_body", False):
+            return
+
+
+def create_app(service: Service) -> Any:
     """The ASGI application serving ``service``."""
     s = service
 
@@ -516,8 +568,8 @@ def create_app(service: Service) -> Starlette:
         finally:
             s.guard.close()
 
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found},
-                     lifespan=lifespan)
+    return _Decide(s, Starlette(routes=routes, lifespan=lifespan,
+                                exception_handlers={404: not_found, 405: not_found}))
 
 
 def _reload_on_signal(service: Service) -> None:
