@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from callwarden._call import new_id
 from callwarden.gateway._proxy import _error, _key
 from callwarden.gateway._upstream import _META_PROTOCOL, MAX_MESSAGE, encode
+from callwarden.net import bearer
 
 __all__ = ["HttpFront", "Runner", "is_loopback", "serve_http"]
 
@@ -276,9 +277,8 @@ class HttpFront:
                  headers: dict[str, str]) -> tuple[int, dict[str, Any], list[Any]] | None:
         """Why a request is refused before it is read (status, body, headers), if it is."""
         if self._token is not None:
-            scheme, _, given = headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                    given.strip().encode(), self._token):
+            given = bearer(headers.get("authorization"))
+            if given is None or not hmac.compare_digest(given, self._token):
                 return 401, _error(None, -32001, "callwarden: give Authorization: Bearer "
                                                  "TOKEN (the gateway's token)"), \
                     [(b"www-authenticate", b'Bearer realm="callwarden"')]

@@ -24,10 +24,17 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-__all__ = ["hangup_pending", "serve_app", "signal_all_workers"]
+__all__ = ["bearer", "hangup_pending", "serve_app", "signal_all_workers"]
 
 _supervisor: int | None = None  # in a forked worker: the process that forked it
 _hangups = 0  # SIGHUPs a worker got before its app took them over
+
+
+def bearer(authorization: str | None) -> bytes | None:
+    """The token of an ``Authorization: Bearer TOKEN`` header, or None for any other header
+    (to be compared in constant time by the caller)."""
+    scheme, _, given = (authorization or "").partition(" ")
+    return given.strip().encode() if scheme.lower() == "bearer" else None
 
 
 def hangup_pending() -> bool:

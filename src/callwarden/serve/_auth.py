@@ -17,6 +17,8 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
+from callwarden.net import bearer
+
 __all__ = ["ROLES", "Holder", "Tokens"]
 
 ROLES = ("agent", "approver", "admin")
@@ -74,10 +76,9 @@ class Tokens:
     def holder(self, authorization: str | None) -> Holder | None:
         """The holder of the token in an ``Authorization: Bearer ...`` header, or None. Every
         known token is compared, in constant time each."""
-        scheme, _, given = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer":
+        presented = bearer(authorization)
+        if presented is None:
             return None
-        presented = given.strip().encode()
         found = None
         for token, holder in self._holders.items():
             if hmac.compare_digest(presented, token):
