@@ -1,11 +1,15 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+STATE_TESTS = Path(__file__).parent / "state"  # the real Redis helpers live there
 
 
 @pytest.fixture
@@ -22,6 +26,22 @@ def _approvals_key(tmp_path_factory: pytest.TempPathFactory) -> None:
     # `callwarden hook` processes the tests start decide by themselves, unless a test asks for
     # the warm worker (tests/adapters/test_hook_worker.py), so that none is left behind.
     os.environ.setdefault("CALLWARDEN_HOOK_WORKER", "0")
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real 3-master Redis Cluster for the test session (tests/state/_cluster_support.py),
+    for the state-store and the service tests alike; tests isolate themselves by key prefix."""
+    if str(STATE_TESTS) not in sys.path:
+        sys.path.insert(0, str(STATE_TESTS))
+    from _cluster_support import RedisCluster  # needs redis: only when a test asks for it
+
+    cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 # tests/envs/<name> need packages that conflict with the main environment's (e.g. mcp<2 for

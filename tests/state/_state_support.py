@@ -53,22 +53,23 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    def arguments(self) -> list[str]:
+        """The redis-server command line."""
+        return [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.directory),
+            "--save", "",
+            "--appendonly", "yes",
+            "--appendfsync", "always",
+            "--daemonize", "no",
+            "--logfile", str(self.directory / "redis.log"),
+        ]  # fmt: skip
+
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                self.binary,
-                "--port", str(self.port),
-                "--bind", "127.0.0.1",
-                "--dir", str(self.directory),
-                "--save", "",
-                "--appendonly", "yes",
-                "--appendfsync", "always",
-                "--daemonize", "no",
-                "--logfile", str(self.directory / "redis.log"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        self.process = subprocess.Popen(self.arguments(), stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         client = redis.Redis(port=self.port, socket_timeout=1)
         try:

@@ -57,3 +57,21 @@ def cas_increment_many(url: str, key: str, times: int, barrier: Any, results: An
         results.put(times)
     finally:
         store.close()
+
+
+def guard_policy_many(policy: dict[str, Any], sessions: list[str], calls: int, barrier: Any,
+                      results: Any) -> None:
+    """Builds a Guard from a policy that names its own ``state:`` store, and makes ``calls``
+    decisions, one session after the other; reports the allowed ones per session."""
+    from callwarden import Guard
+
+    guard = Guard.from_dict(policy)
+    try:
+        barrier.wait()
+        allowed = dict.fromkeys(sessions, 0)
+        for i in range(calls):
+            session = sessions[i % len(sessions)]
+            allowed[session] += guard.check("fetch", {"url": "https://x"}, session=session).allowed
+        results.put(allowed)
+    finally:
+        guard.close()

@@ -1,4 +1,5 @@
-"""Fixtures for the state stores: a real redis-server, and one store of each kind per test."""
+"""Fixtures for the state stores: a real redis-server (and the session's Redis Cluster, see
+tests/conftest.py), and one store of each kind per test."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from _state_support import Api, RedisServer, unique_prefix
 from callwarden.state import MemoryStore, SQLiteStore, StateStore
 from callwarden.state._redis import RedisStore
 
-STORE_KINDS = ["memory", "sqlite", "redis"]
+STORE_KINDS = ["memory", "sqlite", "redis", "redis-cluster"]
 
 
 @pytest.fixture(scope="session")
@@ -45,11 +46,12 @@ def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Sta
         return MemoryStore()
     if kind == "sqlite":
         return SQLiteStore(tmp_path / "state.db")
-    server: RedisServer = request.getfixturevalue("redis_server")
+    # The session's redis-server, or its Redis Cluster (tests/conftest.py).
+    url = request.getfixturevalue("redis_server" if kind == "redis" else "redis_cluster").url
     # A generous deadline: these tests are about atomicity, and a loaded CI machine can take
     # longer than the default 0.5 s to open 64 pooled connections at once. The failure tests
     # build their own stores with short deadlines.
-    return RedisStore(server.url, prefix=unique_prefix(), timeout=5.0)
+    return RedisStore(url, prefix=unique_prefix(), timeout=5.0)
 
 
 @pytest.fixture(params=STORE_KINDS)

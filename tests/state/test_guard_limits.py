@@ -47,11 +47,12 @@ async def test_a_thousand_concurrent_acheck_calls_allow_exactly_the_budget(store
 def _shared_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'state.db'}"
-    server: RedisServer = request.getfixturevalue("redis_server")
+    server: RedisServer = request.getfixturevalue(
+        "redis_server" if kind == "redis" else "redis_cluster")
     return f"{server.url}?prefix={unique_prefix()}"
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "redis-cluster"])
 def test_four_processes_share_one_budget_exactly(kind, tmp_path, request) -> None:
     url = _shared_url(kind, tmp_path, request)
     policy = limited({"id": "budget", "match": {"tool": "fetch"},

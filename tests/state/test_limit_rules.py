@@ -70,6 +70,21 @@ def test_a_percent_sign_in_a_value_cannot_forge_an_escape() -> None:
     assert key(["session"], session="a%7Cb") != key(["session"], session="a|b")
 
 
+def test_a_per_session_counter_is_kept_with_its_session() -> None:
+    """Its shard is the session (a Redis Cluster keeps it in the session history's slot); a
+    counter not per session, or of a call without one, is kept by its own key."""
+    def shard(per: list[str], **fields: str | None) -> str | None:
+        spec = LimitSpec.parse({"calls": 5, "per": per})
+        call = snapshot("t", {}, "id", fields.get("agent"), fields.get("session"),
+                        fields.get("principal"), None, None)
+        return spec.counter("r", call).shard
+
+    assert shard(["session", "tool"], session="s1") == "s1"
+    assert shard(["agent"], session="s1", agent="a") is None
+    assert shard(["session"], session=None) is None
+    assert shard([], session="s1") is None
+
+
 def test_sessions_whose_names_hold_separators_have_budgets_of_their_own(store) -> None:
     guard = Guard.from_dict(limited({"id": "b", "limit": {"calls": 1, "per": ["session", "agent"]}}),
                             state=store)

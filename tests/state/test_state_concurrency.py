@@ -72,18 +72,19 @@ def run_processes(url: str, key: str) -> int:
 def shared_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'shared.db'}"
-    server: RedisServer = request.getfixturevalue("redis_server")
+    server: RedisServer = request.getfixturevalue(
+        "redis_server" if kind == "redis" else "redis_cluster")
     return f"{server.url}?prefix={unique_prefix()}"
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "redis-cluster"])
 def test_processes_allow_exactly_the_limit(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     assert run_processes(shared_url(kind, tmp_path, request), "k") == 100
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "redis-cluster"])
 def test_processes_leave_exactly_the_limit_counted(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

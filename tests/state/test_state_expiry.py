@@ -84,7 +84,7 @@ def test_redis_budget_without_window_expires_after_its_idle_ttl(
     prefix = unique_prefix()
     with RedisStore(redis_server.url, prefix=prefix) as store:
         store.consume([budget()], now=T, commit=True)
-        assert 0 < _pttl(redis_server, f"{prefix}t:budget") <= WEEK * 1000
+        assert 0 < _pttl(redis_server, store._counter_keys(budget())[0]) <= WEEK * 1000
 
 
 def test_redis_session_history_expires_after_its_ttl(redis_server: RedisServer) -> None:
@@ -92,14 +92,14 @@ def test_redis_session_history_expires_after_its_ttl(redis_server: RedisServer) 
     with RedisStore(redis_server.url, prefix=prefix) as store:
         store.consume([], now=T, commit=True, record=HistoryEntry("s", "bash", "allow"))
         store.record("r", "bash", "allow", now=T)
-        assert 0 < _pttl(redis_server, f"{prefix}h:s") <= WEEK * 1000
-        assert 0 < _pttl(redis_server, f"{prefix}h:r") <= WEEK * 1000
+        assert 0 < _pttl(redis_server, store._history_key("s")) <= WEEK * 1000
+        assert 0 < _pttl(redis_server, store._history_key("r")) <= WEEK * 1000
 
 
 def test_redis_checking_a_budget_refreshes_its_idle_ttl(redis_server: RedisServer) -> None:
     prefix = unique_prefix()
-    key = f"{prefix}t:budget"
     with RedisStore(redis_server.url, prefix=prefix, idle_ttl=60) as store:
+        key = store._counter_keys(budget())[0]
         store.consume([budget()], now=T, commit=True)
         redis_server.client().pexpire(key, 1000)
         store.consume([budget()], now=T, commit=False)
@@ -111,5 +111,6 @@ def test_redis_ttls_are_configurable_by_url(redis_server: RedisServer) -> None:
     store = open_store(f"{redis_server.url}?prefix={prefix}&idle_ttl=60&history_ttl=30")
     with store:
         store.consume([budget()], now=T, commit=True, record=HistoryEntry("s", "t", "allow"))
-        assert 0 < _pttl(redis_server, f"{prefix}t:budget") <= 60_000
-        assert 0 < _pttl(redis_server, f"{prefix}h:s") <= 30_000
+        assert isinstance(store, RedisStore)
+        assert 0 < _pttl(redis_server, store._counter_keys(budget())[0]) <= 60_000
+        assert 0 < _pttl(redis_server, store._history_key("s")) <= 30_000

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 import cel
+import pytest
+from _cluster_support import raw_client
 
 from callwarden.state import MemoryStore, SessionHistory, SQLiteStore, StateStore
 from callwarden.state._redis import RedisStore
@@ -98,7 +100,7 @@ async def test_history_to_cel_of_empty_session_answers_membership(api) -> None:
     assert cel.evaluate('!("bash" in history.tools) && history.count == 0', {"history": data})
 
 
-def stored_size(store: StateStore, session: str) -> int:
+def stored_size(store: StateStore, session: str, request: pytest.FixtureRequest) -> int:
     """How many items the store keeps for a session: must not grow with the number of calls."""
     if isinstance(store, MemoryStore):
         tally = store._history[session]
@@ -114,15 +116,17 @@ def stored_size(store: StateStore, session: str) -> int:
         finally:
             db.close()
     assert isinstance(store, RedisStore)
-    return int(store._client.hlen(store._prefix + "h:" + session))
+    cluster = request.getfixturevalue("redis_cluster") if store._link is not None else None
+    return int(raw_client(store, cluster).hlen(store._history_key(session)))
 
 
-async def test_history_of_20000_calls_is_a_fixed_size_summary(store: StateStore) -> None:
+async def test_history_of_20000_calls_is_a_fixed_size_summary(
+        store: StateStore, request: pytest.FixtureRequest) -> None:
     """20,000 calls over 3 tools and 2 effects: stored and returned as 6 pairs, not 20,000."""
     tools, effects = ("bash", "web_fetch", "read_file"), ("allow", "deny")
     for i in range(20_000):
         store.record("long", tools[i % 3], effects[i % 2], now=float(i))
-    small = stored_size(store, "long")
+    small = stored_size(store, "long", request)
     h = await store.ahistory("long")
     assert (h.count, sum(h.attempts.values()), len(h.attempts), len(h.effects)) == (
         20_000, 20_000, 3, 2)

@@ -74,7 +74,7 @@ def test_redis_windowed_keys_expire_with_their_window(redis_server: RedisServer)
     with RedisStore(redis_server.url, prefix=prefix) as store:
         store.consume([RATE], now=100.0, commit=True)
         client = store._client
-        ttls = [client.pttl(f"{prefix}{kind}:rate") for kind in ("w", "s")]
+        ttls = [client.pttl(key) for key in store._counter_keys(RATE)]
     assert all(0 < ttl <= 61_000 for ttl in ttls)
 
 
@@ -84,7 +84,7 @@ def test_redis_drops_expired_entries_when_the_key_is_used(redis_server: RedisSer
         for i in range(5):
             store.consume([RATE], now=100.0 + i, commit=True)
         store.consume([RATE], now=200.0, commit=True)
-        assert store._client.zcard(f"{prefix}w:rate") == 1
+        assert store._client.zcard(store._counter_keys(RATE)[0]) == 1
 
 
 def test_memory_store_forgets_keys_whose_usage_expired() -> None:
@@ -128,4 +128,4 @@ def test_redis_history_expires_with_a_history_ttl(redis_server: RedisServer) -> 
     prefix = unique_prefix()
     with RedisStore(redis_server.url, prefix=prefix, history_ttl=3600.0) as store:
         store.record("s1", "bash", "allow", now=0.0)
-        assert 0 < store._client.pttl(f"{prefix}h:s1") <= 3_600_000
+        assert 0 < store._client.pttl(store._history_key("s1")) <= 3_600_000

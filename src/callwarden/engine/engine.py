@@ -505,7 +505,8 @@ class Engine:
                 continue  # attempt caps counted this call when it was asked
             if rule.id in approved_over:
                 # The person approved going over this limit: count it, never stop on it.
-                counter = Counter(counter.key, _NO_LIMIT, counter.window, counter.weight)
+                counter = Counter(counter.key, _NO_LIMIT, counter.window, counter.weight,
+                                  shard=counter.shard)
             counters.append(counter)
             owners.append(rule)
         if not counters and session is None:

@@ -151,7 +151,11 @@ class LimitSpec:
                 raise ValueError(f"args.{'.'.join(self.weight_path)} is not a number") from e
             if weight != weight or weight < 0:
                 raise ValueError(f"args.{'.'.join(self.weight_path)} must be zero or more")
-        counter = Counter(key, self.limit, self.window, weight, always=self.kind == "attempts")
+        # A per-session counter is kept with its session's history: on a Redis Cluster the
+        # decision's per-session limits and the history are then one atomic step.
+        shard = call.session if "session" in self.per and call.session is not None else None
+        counter = Counter(key, self.limit, self.window, weight, always=self.kind == "attempts",
+                          shard=shard)
         if kept is not None:
             if len(self._counters) >= _COUNTERS_KEPT:
                 self._counters.clear()

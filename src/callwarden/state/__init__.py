@@ -7,12 +7,14 @@ Pick one by URL with :func:`open_store`::
                              commit=True)
     if budget.exceeded: ...
 
-=====================================  ==============================================
-``memory`` / ``memory://``             this process only (the default; a test double)
-``sqlite:///relative.db``              processes of one host, survives restarts
+==========================================  ==========================================
+``memory`` / ``memory://``                  this process only (the default; a test double)
+``sqlite:///relative.db``                   processes of one host, survives restarts
 ``sqlite:////absolute/path.db``
-``redis://host:port/db?prefix=cw:``    every host reaching the server (``redis`` extra)
-=====================================  ==============================================
+``redis://host:port/db?prefix=cw:``         every host reaching the server (``redis`` extra)
+``redis+cluster://host:port,host:port/``    every host reaching a Redis Cluster, discovered
+                                            from the nodes named (``rediss+cluster``: TLS)
+==========================================  ==========================================
 
 Query parameters configure the store: ``prefix`` (Redis key prefix, default ``callwarden:``;
 SQLite table prefix, default ``callwarden_``), ``timeout`` (seconds to wait for a lock or a
@@ -41,6 +43,7 @@ from callwarden.state._base import (
 )
 from callwarden.state._history import SessionHistory
 from callwarden.state._memory import MemoryStore
+from callwarden.state._redis_url import CLUSTER_SCHEMES, parse_cluster_url
 from callwarden.state._sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -67,6 +70,9 @@ __all__ = [
 _FLOAT_OPTIONS = ("timeout", "history_ttl", "idle_ttl", "sweep_every")
 _TTL_OPTIONS = ("history_ttl", "idle_ttl")
 _STORE_OPTIONS = ("prefix", *_FLOAT_OPTIONS, "max_connections")
+_REDIS_SCHEMES = ("redis", "rediss", "unix", *CLUSTER_SCHEMES)
+_UNKNOWN = ("Unknown state store {url!r}: use memory, sqlite:///path.db, redis://host:port/db "
+            "or redis+cluster://host:port,host:port/")
 
 
 def check_store_url(url: str) -> str:
@@ -86,12 +92,12 @@ def check_store_url(url: str) -> str:
         _sqlite_path(url)
         _options(url, {}, strict=True)
         return "sqlite"
-    if scheme in ("redis", "rediss", "unix"):
-        _options(url, {}, strict=False)
+    if scheme in _REDIS_SCHEMES:
+        rest, _ = _options(url, {}, strict=False)
+        if scheme in CLUSTER_SCHEMES:
+            parse_cluster_url(rest)
         return "redis"
-    raise ValueError(
-        f"Unknown state store {url!r}: use memory, sqlite:///path.db or redis://host:port/db"
-    )
+    raise ValueError(_UNKNOWN.format(url=url))
 
 
 def _scheme(url: str) -> str:
@@ -129,16 +135,14 @@ def open_store(url: str, **options: Any) -> StateStore:
         path = _sqlite_path(url)
         _, opts = _options(url, options, strict=True)
         return SQLiteStore(path, **opts)
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in _REDIS_SCHEMES:
         try:
             from callwarden.state._redis import RedisStore
         except ImportError as exc:
             raise MissingDependency("the Redis state store", "redis", "redis") from exc
         rest, opts = _options(url, options, strict=False)
         return RedisStore(rest, **opts)
-    raise ValueError(
-        f"Unknown state store {url!r}: use memory, sqlite:///path.db or redis://host:port/db"
-    )
+    raise ValueError(_UNKNOWN.format(url=url))
 
 
 def _options(url: str, options: dict[str, Any], *, strict: bool) -> tuple[str, dict[str, Any]]:

@@ -81,6 +81,10 @@ class Counter:
         window: Sliding window in seconds; ``None`` counts forever.
         weight: How much this call uses (1 per call, or e.g. an amount of money).
         always: Count this call even when it is not allowed (attempt caps).
+        shard: What the counter is kept with: counters of one shard, and the history of the
+            session of that name, share a Redis Cluster slot, so a decision touching only them
+            is one atomic step (a per-session counter passes its session). ``None``: its own
+            key. A key must always be used with the same shard.
     """
 
     key: str
@@ -88,6 +92,7 @@ class Counter:
     window: float | None
     weight: float = 1.0
     always: bool = False
+    shard: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not self.key:
@@ -102,6 +107,8 @@ class Counter:
             )
         if not _is_number(self.weight) or not math.isfinite(self.weight) or self.weight < 0:
             raise ValueError(f"Counter weight must be a finite number >= 0, got {self.weight!r}")
+        if self.shard is not None and not isinstance(self.shard, str):
+            raise ValueError(f"Counter shard must be None or a string, got {self.shard!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The Redis store: shared by every host that reaches the server; one round trip per decision."""
+"""The Redis store: shared by every host that reaches the server (or cluster); one round trip
+per decision."""
 
 from __future__ import annotations
 
@@ -8,17 +9,17 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from time import perf_counter as _perf
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 import redis.asyncio
 import redis.asyncio.retry
 import redis.retry
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisError
 
+from callwarden.state import _redis_scripts as lua
 from callwarden.state._base import (
     DEFAULT_IDLE_TTL,
     HISTORY_EFFECTS,
@@ -36,211 +37,21 @@ from callwarden.state._base import (
     encode_value,
 )
 from callwarden.state._history import SessionHistory
-from callwarden.state._redis_deadline import bounded_pool, until
+from callwarden.state._redis_cluster import FAILURES, ClusterLink, slot_of
+from callwarden.state._redis_deadline import bounded_pool
+from callwarden.state._redis_scripts import Script, command_within, parse_consume, remaining
+from callwarden.state._redis_slots import Consumption, adrive, consume_across_slots, drive
+from callwarden.state._redis_url import is_cluster_url, redact
 
 __all__ = ["RedisStore"]
 
 # Keys live this long past their newest entry's expiry (server time), so that a server clock
 # slightly behind the callers' never drops usage that still counts.
 _TTL_MARGIN = "1000"
-
-# KEYS: two per counter, the entries ZSET and its running total (both the total for a counter
-# without a window), then the session's history hash when a call is recorded.
-# ARGV: now, commit, token, tolerance, TTL margin, idle TTL in ms ('' = none), number of
-# counters, then the history record: '1' to record (else '0'), tool, effect, history TTL in
-# ms ('' = none); then per counter: limit, window ('' = forever), weight, always, expires_at,
-# rank ('' = none) and effect recorded when it is the highest-ranked exceeded counter.
-# Members are token:index:weight, scored by expiry; weights travel as Python reprs so no
-# digits are lost on the way. Returns used, exceeded, reset_at ('' = none) per counter, all
-# as strings: Lua numbers would come back truncated to integers.
-_CONSUME = """
-local now, nownum = ARGV[1], tonumber(ARGV[1])
-local commit, token = ARGV[2] == '1', ARGV[3]
-local tol, margin, idle = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-local n = tonumber(ARGV[7])
-local record, tool, effect, hist_ttl = ARGV[8] == '1', ARGV[9], ARGV[10], ARGV[11]
-local base = 11
-local used, hit, reset = {}, {}, {}
-local blocked = false
-for i = 1, n do
-  local a = base + (i - 1) * 7
-  local limit, window, weight = tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3])
-  local zkey, skey = KEYS[2 * i - 1], KEYS[2 * i]
-  if window ~= '' then
-    local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', now)
-    if #old > 0 then
-      redis.call('ZREMRANGEBYSCORE', zkey, '-inf', now)
-      if redis.call('EXISTS', zkey) == 0 then
-        redis.call('DEL', skey)
-      else
-        for _, m in ipairs(old) do
-          redis.call('INCRBYFLOAT', skey, '-' .. string.match(m, '[^:]*$'))
-        end
-      end
-    end
-  end
-  local u = redis.call('GET', skey) or '0'
-  used[i], hit[i], reset[i] = u, '0', ''
-  if tonumber(u) + weight - limit > tol * math.max(1, math.abs(limit)) then
-    hit[i], blocked = '1', true
-  end
-end
-local allowed = commit and not blocked
-local out = {}
-for i = 1, n do
-  local a = base + (i - 1) * 7
-  local limit, window, weight = tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3]
-  local always = ARGV[a + 4] == '1'
-  local zkey, skey = KEYS[2 * i - 1], KEYS[2 * i]
-  local total = tonumber(used[i])
-  if tonumber(weight) > 0 and (allowed or always) then
-    redis.call('INCRBYFLOAT', skey, weight)
-    total = total + tonumber(weight)
-    if window ~= '' then
-      redis.call('ZADD', zkey, ARGV[a + 5], token .. ':' .. i .. ':' .. weight)
-      local top = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
-      local ttl = math.ceil((tonumber(top[2]) - nownum) * 1000) + margin
-      redis.call('PEXPIRE', zkey, ttl)
-      redis.call('PEXPIRE', skey, ttl)
-    end
-  end
-  if window == '' and idle ~= '' then
-    -- Every use of a counter without a window restarts its idle time (no-op when absent).
-    redis.call('PEXPIRE', skey, idle)
-  end
-  local slack = tol * math.max(1, math.abs(limit))
-  if hit[i] == '1' and window ~= '' and tonumber(weight) - limit <= slack then
-    -- After this call's writes: an attempt counted just now delays the reset too.
-    local need, removed, start = total + tonumber(weight) - limit - slack, 0, 0
-    while reset[i] == '' do
-      local batch = redis.call('ZRANGE', zkey, start, start + 99, 'WITHSCORES')
-      if #batch == 0 then break end
-      for j = 1, #batch, 2 do
-        removed = removed + tonumber(string.match(batch[j], '[^:]*$'))
-        if removed >= need then
-          reset[i] = batch[j + 1]
-          break
-        end
-      end
-      start = start + 100
-    end
-  end
-  out[3 * i - 2], out[3 * i - 1], out[3 * i] = used[i], hit[i], reset[i]
-end
-if record then
-  local best = nil
-  for i = 1, n do
-    local a = base + (i - 1) * 7
-    local rank = ARGV[a + 6]
-    if hit[i] == '1' and rank ~= '' and (best == nil or tonumber(rank) > best) then
-      best, effect = tonumber(rank), ARGV[a + 7]
-    end
-  end
-  local k = KEYS[2 * n + 1]
-  redis.call('HINCRBY', k, 'n', 1)
-  redis.call('HSETNX', k, 'first', now)
-  redis.call('HSET', k, 'last', now, 'tool', tool, 't:' .. tool, now)
-  redis.call('HINCRBY', k, 'p:' .. #tool .. ':' .. tool .. effect, 1)
-  if hist_ttl ~= '' then redis.call('PEXPIRE', k, hist_ttl) end
-end
-return out
-"""
-
-# KEYS[1]: the session's hash. ARGV: tool, effect, now, TTL in ms ('' = keep).
-# A (tool, effect) pair is the field p:<len(tool)>:<tool><effect>, unambiguous for any names.
-_RECORD = """
-local k, tool, effect, now = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-redis.call('HINCRBY', k, 'n', 1)
-redis.call('HSETNX', k, 'first', now)
-redis.call('HSET', k, 'last', now, 'tool', tool, 't:' .. tool, now)
-redis.call('HINCRBY', k, 'p:' .. #tool .. ':' .. tool .. effect, 1)
-if ARGV[4] ~= '' then redis.call('PEXPIRE', k, ARGV[4]) end
-return 1
-"""
-
-
-# KEYS[1]: the record's hash (v: JSON, n: version, e: expires_at or ''). ARGV: expected version
-# ('' = must not exist, '*' = any), JSON, TTL in ms ('' = none), expires_at.
-# Returns the new version, or 0 when the expected version did not match. Redis drops expired
-# keys by itself, so an expired record is simply absent.
-_SET = """
-local cur = redis.call('HGET', KEYS[1], 'n')
-if ARGV[1] == '' then
-  if cur then return 0 end
-elseif ARGV[1] ~= '*' and cur ~= ARGV[1] then
-  return 0
-end
-local n = (cur and tonumber(cur) or 0) + 1
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 'n', n, 'e', ARGV[4])
-if ARGV[3] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-return n
-"""
-
+_TAGS_KEPT = 4096  # hash tags remembered per store (a digest each), then forgotten at once
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
-
-
-class _Script:
-    """A Lua script run by EVALSHA, falling back to EVAL once the server has forgotten it."""
-
-    __slots__ = ("sha", "source")
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-
-    def __call__(self, client: redis.Redis, keys: list[str], args: list[str]) -> Any:
-        try:
-            return client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            return client.eval(self.source, len(keys), *keys, *args)
-
-    def within(self, client: redis.Redis, keys: list[str], args: list[str],
-               deadline: float) -> Any:
-        """Runs the script, waiting for the reply no longer than until ``deadline``.
-
-        A connection that times out is dropped (redis-py disconnects it), so a late reply
-        can never be read as the answer to another command.
-        """
-        pool = client.connection_pool
-        with until(deadline):  # the pool wait, connect and handshake end at it too
-            for attempt in (1, 2):
-                _remaining(deadline)  # nothing is sent once the deadline has passed
-                conn = pool.get_connection()
-                try:
-                    try:
-                        conn.send_command("EVALSHA", self.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
-                        return conn.read_response(timeout=_remaining(deadline))
-                    except NoScriptError:
-                        conn.send_command("EVAL", self.source, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
-                        return conn.read_response(timeout=_remaining(deadline))
-                    except redis.ConnectionError:
-                        # Once, like the client's own retry: a pooled connection the server
-                        # dropped (a restart) is replaced.
-                        conn.disconnect()  # type: ignore[no-untyped-call]
-                        if attempt == 2:
-                            raise
-                finally:
-                    pool.release(conn)
-        raise AssertionError("unreachable")
-
-    async def acall(self, client: redis.asyncio.Redis, keys: list[str], args: list[str]) -> Any:
-        try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            return await client.eval(self.source, len(keys), *keys, *args)
-
-
-def _remaining(deadline: float) -> float:
-    remaining = deadline - _perf()
-    if remaining <= 0:
-        raise redis.TimeoutError("the deadline passed")
-    return remaining
-
-
-_consume = _Script(_CONSUME)
-_record = _Script(_RECORD)
-_set = _Script(_SET)
+_ERRORS = (*FAILURES, UnicodeEncodeError)
+_T = TypeVar("_T")
 
 
 class RedisStore(StateStore):
@@ -256,18 +67,33 @@ class RedisStore(StateStore):
     Overcount window: a script sent before the deadline runs on the server even when its
     reply comes too late (a frozen or overloaded server works through what it received), so
     a decision that failed closed may still have been counted. Failing closed may overcount,
-    never undercount; nothing is sent once the deadline has passed. Keys of one call must
-    live on one server (no Redis Cluster).
+    never undercount; nothing is sent once the deadline has passed.
+
+    Redis Cluster (``redis+cluster://host:port,host:port/``): every counter and history key
+    carries a hash tag, ``{`` + a digest of the counter's shard (its session when it counts per
+    session, else its key) or of the session + ``}``, so a counter's entries and total share a
+    slot, and a decision's per-session counters share one with that session's history: such
+    a decision is still one script, on one node. A decision with counters in several slots
+    (a per-session budget and a global one) is one script per slot, by slot, the history's
+    slot last: a slot that refuses has what the earlier slots took for this call given back
+    (exactly this call's entries); usage never exceeds a limit and never undercounts, but a
+    concurrent call may see a reservation that is then given back, and be refused: failing
+    closed. A node that is down, frozen or slower than the deadline, CLUSTERDOWN, or more
+    than a few MOVED/ASK redirections raise :class:`StoreUnavailable` within the deadline.
+    Records (approvals) are listed from every primary. On a single server the tags change
+    nothing. The prefix of a cluster store may hold no braces.
 
     Args:
-        url: ``redis://host:port/db``, ``rediss://...`` or ``unix://...``.
+        url: ``redis://host:port/db``, ``rediss://...``, ``unix://...``, or a cluster:
+            ``redis+cluster://host:port[,host:port...]/`` (``rediss+cluster://`` for TLS).
         prefix: Prepended to every key.
         timeout: Seconds to wait for a connection or a reply.
         history_ttl: Forget a session's history this many seconds after its last call
             (``None``: never).
         idle_ttl: Forget a counter without a window this many seconds after its last use
             (``None``: never).
-        max_connections: Connections per client (one sync, one async per event loop).
+        max_connections: Connections per client (one sync, one async per event loop); on a
+            cluster, per node.
     """
 
     __slots__ = (
@@ -276,11 +102,15 @@ class RedisStore(StateStore):
         "_client",
         "_history_ttl_ms",
         "_idle_ttl_ms",
+        "_link",
         "_max_connections",
         "_prefix",
+        "_tags",
         "_timeout",
         "_url",
     )
+
+    _client: redis.Redis  # a single server's (unset for a cluster, which ``_link`` reaches)
 
     def __init__(
         self,
@@ -298,6 +128,16 @@ class RedisStore(StateStore):
         self._max_connections = max_connections
         self._history_ttl_ms = _ms(history_ttl)
         self._idle_ttl_ms = _ms(idle_ttl)
+        self._tags: dict[str, tuple[str, int]] = {}
+        self._link: ClusterLink | None = None
+        self._aclient: redis.asyncio.Redis | None = None
+        self._aloop: asyncio.AbstractEventLoop | None = None
+        if is_cluster_url(url):
+            if "{" in prefix or "}" in prefix:
+                raise ValueError(f"a Redis Cluster key prefix may not hold braces, got {prefix!r}:"
+                                 " the store chooses the hash tags")
+            self._link = ClusterLink(url, timeout=timeout, max_connections=max_connections)
+            return
         # One retry on connection errors only: it replaces a pooled connection the server
         # dropped (a restart) without doubling the wait on a slow server.
         self._client = redis.Redis(
@@ -310,8 +150,6 @@ class RedisStore(StateStore):
                 retry=redis.retry.Retry(NoBackoff(), 1, (redis.ConnectionError,)),
             )
         )
-        self._aclient: redis.asyncio.Redis | None = None
-        self._aloop: asyncio.AbstractEventLoop | None = None
 
     # -- counters -----------------------------------------------------------------------
 
@@ -322,15 +160,20 @@ class RedisStore(StateStore):
         """See :meth:`StateStore.consume`."""
         if not counters and record is None:
             return []
-        keys, args = self._consume_args(counters, now, commit, record)
+        keys, args, slot = self._consume_args(counters, now, commit, record)
         try:
-            if deadline is None:
-                reply = _consume(self._client, keys, args)
+            link = self._link
+            if link is not None:
+                if slot is None:
+                    return self._consume_across(link, counters, now, commit, deadline, record)
+                reply = self._run(link, slot, lua.consume, keys, args, deadline)
+            elif deadline is None:
+                reply = lua.consume(self._client, keys, args)
             else:
-                reply = _consume.within(self._client, keys, args, self._bound(deadline))
-        except (RedisError, UnicodeEncodeError) as exc:
+                reply = lua.consume.within(self._client, keys, args, self._bound(deadline))
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
-        return _parse_consume(counters, reply)
+        return parse_consume(counters, reply)
 
     async def aconsume(
         self, counters: Sequence[Counter], *, now: float, commit: bool,
@@ -340,40 +183,74 @@ class RedisStore(StateStore):
         nothing is sent once ``deadline`` has passed."""
         if not counters and record is None:
             return []
-        keys, args = self._consume_args(counters, now, commit, record)
+        keys, args, slot = self._consume_args(counters, now, commit, record)
         try:
             if deadline is not None:
-                _remaining(deadline)
-            reply = await _consume.acall(self._async_client(), keys, args)
-        except (RedisError, UnicodeEncodeError) as exc:
-            raise self._unavailable(exc) from exc
-        return _parse_consume(counters, reply)
+                remaining(deadline)
+            if self._link is None or slot is not None:
+                reply = await self._ause(lambda client: lua.consume.acall(client, keys, args))
+            else:
+                plan = self._consumption(counters, now, record)
 
-    def _bound(self, deadline: float) -> float:
+                async def run(step: Any) -> Any:
+                    if deadline is not None:
+                        remaining(deadline)  # nothing is sent once the deadline has passed
+                    return await self._ause(
+                        lambda client: step.script.acall(client, step.keys, step.args))
+
+                return await adrive(consume_across_slots(plan, commit), run)
+        except _ERRORS as exc:
+            raise self._unavailable(exc) from exc
+        return parse_consume(counters, reply)
+
+    def _consume_across(self, link: ClusterLink, counters: Sequence[Counter], now: float,
+                        commit: bool, deadline: float | None,
+                        record: HistoryEntry | None) -> list[CounterState]:
+        """A cluster consume over counters of several slots: one script per slot (see
+        :mod:`._redis_slots`), each waiting no longer than the deadline."""
+        plan = self._consumption(counters, now, record)
+        return drive(consume_across_slots(plan, commit), lambda step: self._run(
+            link, step.slot, step.script, step.keys, step.args, deadline))
+
+    def _bound(self, deadline: float | None) -> float:
         """The caller's deadline, or this store's own timeout if sooner."""
-        return min(deadline, _perf() + self._timeout)
+        own = _perf() + self._timeout
+        return own if deadline is None else min(deadline, own)
+
+    def _run(self, link: ClusterLink, slot: int, script: Script, keys: list[str],
+             args: list[str], deadline: float | None) -> Any:
+        """Runs a script on the cluster node serving ``slot``, within the deadline."""
+        bound = self._bound(deadline)
+        return link.run(slot, bound, lambda client, asking: script.within(
+            client, keys, args, bound, asking))
 
     def _consume_args(
         self, counters: Sequence[Counter], now: float, commit: bool,
         record: HistoryEntry | None,
-    ) -> tuple[list[str], list[str]]:
-        prefix = self._prefix
+    ) -> tuple[list[str], list[str], int | None]:
+        """The consume script's keys and arguments, and the slot of all its keys (``None``
+        when they are in several: a cluster then runs it slot by slot)."""
         keys: list[str] = []
         args = [repr(float(now)), "1" if commit else "0", uuid.uuid4().hex, repr(TOLERANCE),
                 _TTL_MARGIN, self._idle_ttl_ms, str(len(counters))]
         if record is None:
-            args += ("0", "", "", "")
+            args += ("0", "", "", "", "")
             ranks: tuple[tuple[float, str] | None, ...] = ()
+            slot = -1
         else:
-            args += ("1", record.tool, record.effect, self._history_ttl_ms)
+            args += ("1", record.tool, record.effect, self._history_ttl_ms, "")
             ranks = record.if_exceeded
+            slot = self._tag(record.session)[1]
         for i, c in enumerate(counters):
+            tag, counter_slot = self._tag(c.key if c.shard is None else c.shard)
+            if slot != counter_slot:
+                slot = counter_slot if slot == -1 else -2
             if c.window is None:
-                total = f"{prefix}t:{c.key}"
+                total = f"{self._prefix}t:{tag}:{c.key}"
                 keys += (total, total)
                 window = expires = ""
             else:
-                keys += (f"{prefix}w:{c.key}", f"{prefix}s:{c.key}")
+                keys += (f"{self._prefix}w:{tag}:{c.key}", f"{self._prefix}s:{tag}:{c.key}")
                 window, expires = repr(float(c.window)), repr(now + c.window)
             args += (repr(float(c.limit)), window, repr(float(c.weight)), "1" if c.always else "0")
             alternative = ranks[i] if i < len(ranks) else None
@@ -382,32 +259,77 @@ class RedisStore(StateStore):
             else:
                 args += (expires, repr(float(alternative[0])), alternative[1])
         if record is not None:
-            keys.append(f"{prefix}h:{record.session}")
-        return keys, args
+            keys.append(self._history_key(record.session))
+        return keys, args, slot if slot >= 0 else None
+
+    def _consumption(self, counters: Sequence[Counter], now: float,
+                     record: HistoryEntry | None) -> Consumption:
+        """What a consume sends, laid out per counter (for one script per slot)."""
+        keys, bodies, slots = [], [], []
+        for c in counters:
+            zkey, skey = self._counter_keys(c)
+            keys.append((zkey, skey))
+            slots.append(slot_of(skey))
+            window, expires = ("", "") if c.window is None else (
+                repr(float(c.window)), repr(now + c.window))
+            bodies.append((repr(float(c.limit)), window, repr(float(c.weight)),
+                           "1" if c.always else "0", expires))
+        session = "" if record is None else record.session
+        history = self._history_key(session)
+        head = (repr(float(now)), uuid.uuid4().hex, repr(TOLERANCE), _TTL_MARGIN,
+                self._idle_ttl_ms)
+        return Consumption(counters, keys, bodies, slots, head, self._history_ttl_ms, record,
+                           history, slot_of(history))
+
+    def _tag(self, name: str) -> tuple[str, int]:
+        """The hash tag of a shard or session name, and its cluster slot."""
+        found = self._tags.get(name)
+        if found is None:
+            if len(self._tags) >= _TAGS_KEPT:
+                self._tags.clear()
+            digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=6)
+            tag = "{" + digest.hexdigest() + "}"
+            found = self._tags[name] = (tag, slot_of(tag))
+        return found
+
+    def _counter_keys(self, counter: Counter) -> tuple[str, str]:
+        """A counter's entries key and total key (the same key without a window)."""
+        tag = self._tag(counter.key if counter.shard is None else counter.shard)[0]
+        if counter.window is None:
+            total = f"{self._prefix}t:{tag}:{counter.key}"
+            return total, total
+        return f"{self._prefix}w:{tag}:{counter.key}", f"{self._prefix}s:{tag}:{counter.key}"
+
+    def _history_key(self, session: str) -> str:
+        """The key of a session's history hash."""
+        return f"{self._prefix}h:{self._tag(session)[0]}:{session}"
 
     # -- history ------------------------------------------------------------------------
 
     def record(self, session: str, tool: str, effect: str, *, now: float,
                deadline: float | None = None) -> None:
         """See :meth:`StateStore.record`."""
-        keys, args = [self._prefix + "h:" + session], self._record_args(tool, effect, now)
+        keys, args = [self._history_key(session)], self._record_args(tool, effect, now)
         try:
-            if deadline is None:
-                _record(self._client, keys, args)
+            link = self._link
+            if link is not None:
+                self._run(link, self._tag(session)[1], lua.record, keys, args, deadline)
+            elif deadline is None:
+                lua.record(self._client, keys, args)
             else:
-                _record.within(self._client, keys, args, self._bound(deadline))
-        except (RedisError, UnicodeEncodeError) as exc:
+                lua.record.within(self._client, keys, args, self._bound(deadline))
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
     async def arecord(self, session: str, tool: str, effect: str, *, now: float,
                       deadline: float | None = None) -> None:
         """See :meth:`StateStore.record`."""
-        keys, args = [self._prefix + "h:" + session], self._record_args(tool, effect, now)
+        keys, args = [self._history_key(session)], self._record_args(tool, effect, now)
         try:
             if deadline is not None:
-                _remaining(deadline)
-            await _record.acall(self._async_client(), keys, args)
-        except (RedisError, UnicodeEncodeError) as exc:
+                remaining(deadline)
+            await self._ause(lambda client: lua.record.acall(client, keys, args))
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
     def _record_args(self, tool: str, effect: str, now: float) -> list[str]:
@@ -417,25 +339,28 @@ class RedisStore(StateStore):
                 tools: Collection[str] | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`. One ``HGETALL``, or one ``HMGET`` of the fields of
         ``tools`` when given."""
-        key = self._prefix + "h:" + session
+        key = self._history_key(session)
         command = ("HGETALL", key) if tools is None else ("HMGET", key, *_history_fields(tools))
         try:
-            if deadline is None or deadline - _perf() >= self._timeout:
+            if self._link is not None:
+                reply = self._link.command(self._tag(session)[1], self._bound(deadline),
+                                           *command)
+            elif deadline is None or deadline - _perf() >= self._timeout:
                 reply = self._client.execute_command(*command)  # type: ignore[no-untyped-call]
             else:
-                reply = _command_within(self._client, command, deadline)
-        except (RedisError, UnicodeEncodeError) as exc:
+                reply = command_within(self._client, command, deadline)
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
         return _parse_history(session, _history_reply(command, reply))
 
     async def ahistory(self, session: str, *, deadline: float | None = None,
                        tools: Collection[str] | None = None) -> SessionHistory:
         """See :meth:`StateStore.history`."""
-        key = self._prefix + "h:" + session
+        key = self._history_key(session)
         command = ("HGETALL", key) if tools is None else ("HMGET", key, *_history_fields(tools))
         try:
-            reply = await self._async_client().execute_command(*command)  # type: ignore[no-untyped-call]
-        except (RedisError, UnicodeEncodeError) as exc:
+            reply = await self._ause(lambda client: client.execute_command(*command))
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
         return _parse_history(session, _history_reply(command, reply))
 
@@ -444,9 +369,14 @@ class RedisStore(StateStore):
     def get(self, key: str) -> StoredValue | None:
         """See :meth:`StateStore.get`. One ``HMGET``."""
         check_key(key)
+        name = self._kv_key(key)
         try:
-            fields = self._client.hmget(self._kv_key(key), "v", "n", "e")
-        except (RedisError, UnicodeEncodeError) as exc:
+            if self._link is not None:
+                fields = self._link.command(slot_of(name), self._bound(None),
+                                            "HMGET", name, "v", "n", "e")
+            else:
+                fields = self._client.hmget(name, "v", "n", "e")
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
         return _parse_value(key, fields)
 
@@ -454,8 +384,9 @@ class RedisStore(StateStore):
         """See :meth:`StateStore.get`."""
         check_key(key)
         try:
-            fields = await self._async_client().hmget(self._kv_key(key), "v", "n", "e")
-        except (RedisError, UnicodeEncodeError) as exc:
+            fields = await self._ause(lambda client: client.hmget(self._kv_key(key), "v", "n",
+                                                                  "e"))
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
         return _parse_value(key, fields)
 
@@ -463,16 +394,16 @@ class RedisStore(StateStore):
         """See :meth:`StateStore.put`. One Lua script."""
         keys, args = self._set_args(key, "*", value, ttl)
         try:
-            return int(_set(self._client, keys, args))
-        except (RedisError, UnicodeEncodeError) as exc:
+            return int(self._set(keys, args))
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
     async def aput(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
         """See :meth:`StateStore.put`."""
         keys, args = self._set_args(key, "*", value, ttl)
         try:
-            return int(await _set.acall(self._async_client(), keys, args))
-        except (RedisError, UnicodeEncodeError) as exc:
+            return int(await self._ause(lambda client: lua.set_value.acall(client, keys, args)))
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
     def compare_and_set(
@@ -484,8 +415,8 @@ class RedisStore(StateStore):
         expected = "" if expected_version is None else str(expected_version)
         keys, args = self._set_args(key, expected, value, ttl)
         try:
-            return int(_set(self._client, keys, args)) > 0
-        except (RedisError, UnicodeEncodeError) as exc:
+            return int(self._set(keys, args)) > 0
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
     async def acompare_and_set(
@@ -497,50 +428,68 @@ class RedisStore(StateStore):
         expected = "" if expected_version is None else str(expected_version)
         keys, args = self._set_args(key, expected, value, ttl)
         try:
-            return int(await _set.acall(self._async_client(), keys, args)) > 0
-        except (RedisError, UnicodeEncodeError) as exc:
+            return int(await self._ause(lambda client: lua.set_value.acall(client, keys, args))) > 0
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
+
+    def _set(self, keys: list[str], args: list[str]) -> Any:
+        if self._link is not None:
+            return self._run(self._link, slot_of(keys[0]), lua.set_value, keys, args, None)
+        return lua.set_value(self._client, keys, args)
 
     def delete(self, key: str) -> bool:
         """See :meth:`StateStore.delete`."""
         check_key(key)
+        name = self._kv_key(key)
         try:
-            return int(self._client.delete(self._kv_key(key))) > 0
-        except (RedisError, UnicodeEncodeError) as exc:
+            if self._link is not None:
+                return int(self._link.command(slot_of(name), self._bound(None), "DEL", name)) > 0
+            return int(self._client.delete(name)) > 0
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
     async def adelete(self, key: str) -> bool:
         """See :meth:`StateStore.delete`."""
         check_key(key)
         try:
-            return int(await self._async_client().delete(self._kv_key(key))) > 0
-        except (RedisError, UnicodeEncodeError) as exc:
+            return int(await self._ause(lambda client: client.delete(self._kv_key(key)))) > 0
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
     def scan(self, prefix: str) -> list[StoredValue]:
-        """See :meth:`StateStore.scan`. ``SCAN`` with a pattern, then one pipelined read."""
+        """See :meth:`StateStore.scan`. ``SCAN`` with a pattern (on every primary of a
+        cluster), then pipelined reads (one per node)."""
         try:
-            names = sorted(set(self._client.scan_iter(match=self._kv_match(prefix), count=500)))
-            pipe = self._client.pipeline(transaction=False)
-            for name in names:
-                pipe.hmget(name, "v", "n", "e")
-            replies = pipe.execute()
-        except (RedisError, UnicodeEncodeError) as exc:
+            if self._link is not None:
+                names = self._link.keys_matching(self._kv_match(prefix), self._timeout)
+                replies = self._link.read_many(names, lambda name: ("HMGET", name, "v", "n", "e"),
+                                               self._timeout)
+            else:
+                names = sorted(set(self._client.scan_iter(match=self._kv_match(prefix),
+                                                          count=500)))
+                pipe = self._client.pipeline(transaction=False)
+                for name in names:
+                    pipe.hmget(name, "v", "n", "e")
+                replies = pipe.execute()
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
         return self._parse_scan(names, replies)
 
     async def ascan(self, prefix: str) -> list[StoredValue]:
         """See :meth:`StateStore.scan`."""
-        client = self._async_client()
-        try:
+
+        async def read(client: Any) -> tuple[list[bytes], list[Any]]:
             found = {name async for name in client.scan_iter(match=self._kv_match(prefix),
                                                               count=500)}
             names = sorted(found)
             pipe = client.pipeline(transaction=False)
             for name in names:
                 pipe.hmget(name, "v", "n", "e")
-            replies = await pipe.execute()
-        except (RedisError, UnicodeEncodeError) as exc:
+            return names, await pipe.execute()
+
+        try:
+            names, replies = await self._ause(read)
+        except _ERRORS as exc:
             raise self._unavailable(exc) from exc
         return self._parse_scan(names, replies)
 
@@ -580,14 +529,28 @@ class RedisStore(StateStore):
 
     def close(self) -> None:
         """Closes the sync client's connections (use :meth:`aclose` from async code)."""
-        self._client.connection_pool.disconnect()
+        if self._link is not None:
+            self._link.close()
+        else:
+            self._client.connection_pool.disconnect()
 
     async def aclose(self) -> None:
         """Closes both clients' connections."""
+        if self._link is not None:
+            await self._link.aclose()
+            return
         if self._aclient is not None and self._aloop is asyncio.get_running_loop():
             await self._aclient.aclose(close_connection_pool=True)
         self._aclient = self._aloop = None
         self.close()
+
+    async def _ause(self, use: Callable[[Any], Awaitable[_T]]) -> _T:
+        """``use(client)`` with the asyncio client: the server's, or the cluster's (which
+        routes each command to its slot's node)."""
+        if self._link is None:
+            return await use(self._async_client())
+        async with self._link.client() as client:
+            return await use(client)
 
     def _async_client(self) -> redis.asyncio.Redis:
         # Asyncio connections belong to the loop that opened them.
@@ -607,7 +570,7 @@ class RedisStore(StateStore):
         return self._aclient
 
     def _unavailable(self, exc: Exception) -> StoreUnavailable:
-        return StoreUnavailable(f"Redis store at {_redact(self._url)} failed: {exc}")
+        return StoreUnavailable(f"Redis store at {redact(self._url)} failed: {exc}")
 
 
 def _ms(seconds: float | None) -> str:
@@ -617,18 +580,6 @@ def _ms(seconds: float | None) -> str:
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"a TTL must be None or a finite number of seconds > 0, got {seconds!r}")
     return str(max(1, math.ceil(seconds * 1000)))
-
-
-def _command_within(client: redis.Redis, command: tuple[str, ...], deadline: float) -> Any:
-    pool = client.connection_pool
-    _remaining(deadline)
-    with until(deadline):
-        conn = pool.get_connection()
-        try:
-            conn.send_command(*command)  # type: ignore[no-untyped-call]
-            return conn.read_response(timeout=_remaining(deadline))
-        finally:
-            pool.release(conn)
 
 
 _SCALARS = ("n", "first", "last", "tool")
@@ -657,21 +608,6 @@ def _history_reply(command: tuple[str, ...], reply: Any) -> Mapping[Any, Any]:
     if isinstance(reply, dict):
         return reply
     return dict(zip(reply[::2], reply[1::2], strict=True))
-
-
-def _parse_consume(counters: Sequence[Counter], reply: list[bytes]) -> list[CounterState]:
-    try:
-        states = []
-        for i in range(len(counters)):
-            reset = reply[3 * i + 2]
-            states.append(
-                CounterState(
-                    float(reply[3 * i]), reply[3 * i + 1] == b"1", float(reset) if reset else None
-                )
-            )
-        return states
-    except (ValueError, IndexError, TypeError) as exc:
-        raise StoreUnavailable(f"Redis store gave an unexpected reply: {reply!r}") from exc
 
 
 def _parse_history(session: str, fields: Mapping[Any, Any]) -> SessionHistory:
@@ -709,11 +645,3 @@ def _parse_value(key: str, fields: list[Any]) -> StoredValue | None:
                            float(expires) if expires else None)
     except (TypeError, ValueError) as exc:
         raise StoreUnavailable(f"Redis record {key!r} is malformed") from exc
-
-
-def _redact(url: str) -> str:
-    """Hides a password in a URL shown in an error."""
-    scheme, sep, rest = url.partition("://")
-    if "@" in rest:
-        rest = "***@" + rest.rsplit("@", 1)[1]
-    return scheme + sep + rest

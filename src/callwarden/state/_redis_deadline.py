@@ -24,7 +24,7 @@ from typing import Any
 import redis
 from redis.connection import parse_url
 
-__all__ = ["bounded_pool", "until"]
+__all__ = ["bounded_node_options", "bounded_pool", "until"]
 
 _DEADLINE: ContextVar[float | None] = ContextVar("callwarden_redis_deadline", default=None)
 _perf = time.perf_counter
@@ -114,10 +114,21 @@ class _DeadlinePool(redis.BlockingConnectionPool):
 _CLASSES: dict[type, type] = {}
 
 
-def bounded_pool(url: str, **options: Any) -> redis.BlockingConnectionPool:
-    """A blocking connection pool for ``url`` whose waits end at the deadline in force."""
-    base = parse_url(url).get("connection_class", redis.Connection)  # type: ignore[no-untyped-call]
+def _bounded_class(base: type) -> type:
     cls = _CLASSES.get(base)
     if cls is None:
         cls = _CLASSES[base] = type(f"Deadline{base.__name__}", (_DeadlineConnection, base), {})
-    return _DeadlinePool.from_url(url, connection_class=cls, **options)
+    return cls
+
+
+def bounded_pool(url: str, **options: Any) -> redis.BlockingConnectionPool:
+    """A blocking connection pool for ``url`` whose waits end at the deadline in force."""
+    base = parse_url(url).get("connection_class", redis.Connection)  # type: ignore[no-untyped-call]
+    return _DeadlinePool.from_url(url, connection_class=_bounded_class(base), **options)
+
+
+def bounded_node_options(*, tls: bool) -> dict[str, Any]:
+    """What a Redis Cluster client needs to give each node a pool like :func:`bounded_pool`'s
+    (its ``connection_pool_class`` and ``connection_class``)."""
+    base = redis.SSLConnection if tls else redis.Connection
+    return {"connection_pool_class": _DeadlinePool, "connection_class": _bounded_class(base)}
