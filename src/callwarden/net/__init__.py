@@ -91,7 +91,11 @@ def serve_app(make_app: Callable[[], Any], host: str, port: int, *, name: str,
                 os._exit(code)
         children.append(pid)
 
+    stopping = False
+
     def forward(sig: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = stopping or sig in (signal.SIGTERM, signal.SIGINT)
         for child in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, sig)
@@ -106,7 +110,8 @@ def serve_app(make_app: Callable[[], Any], host: str, port: int, *, name: str,
         if pid in children:
             children.remove(pid)
             status = status or (1 if os.waitstatus_to_exitcode(code) else 0)
-            forward(signal.SIGTERM, None)  # one gone: the service stops whole
+            if not stopping:  # one gone: the service stops whole (once: a second SIGTERM
+                forward(signal.SIGTERM, None)  # would cut the others' shutdown short)
     return status
 
 
