@@ -39,6 +39,7 @@ from callwarden.state._base import (
 from callwarden.state._history import SessionHistory
 from callwarden.state._redis_cluster import FAILURES, ClusterLink, slot_of
 from callwarden.state._redis_deadline import bounded_pool
+from callwarden.state._redis_pipe import Pipe, pipelinable
 from callwarden.state._redis_scripts import Script, command_within, parse_consume, remaining
 from callwarden.state._redis_slots import Consumption, adrive, consume_across_slots, drive
 from callwarden.state._redis_url import is_cluster_url, redact
@@ -104,6 +105,8 @@ class RedisStore(StateStore):
         "_idle_ttl_ms",
         "_link",
         "_max_connections",
+        "_pipe",
+        "_pipe_loop",
         "_prefix",
         "_tags",
         "_timeout",
@@ -132,6 +135,8 @@ class RedisStore(StateStore):
         self._link: ClusterLink | None = None
         self._aclient: redis.asyncio.Redis | None = None
         self._aloop: asyncio.AbstractEventLoop | None = None
+        self._pipe: Pipe | None = None
+        self._pipe_loop: asyncio.AbstractEventLoop | None = None
         if is_cluster_url(url):
             if "{" in prefix or "}" in prefix:
                 raise ValueError(f"a Redis Cluster key prefix may not hold braces, got {prefix!r}:"
@@ -188,7 +193,7 @@ class RedisStore(StateStore):
             if deadline is not None:
                 remaining(deadline)
             if self._link is None or slot is not None:
-                reply = await self._ause(lambda client: lua.consume.acall(client, keys, args))
+                reply = await self._ascript(lua.consume, keys, args)
             else:
                 plan = self._consumption(counters, now, record)
 
@@ -328,7 +333,7 @@ class RedisStore(StateStore):
         try:
             if deadline is not None:
                 remaining(deadline)
-            await self._ause(lambda client: lua.record.acall(client, keys, args))
+            await self._ascript(lua.record, keys, args)
         except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
@@ -539,10 +544,28 @@ class RedisStore(StateStore):
         if self._link is not None:
             await self._link.aclose()
             return
+        if self._pipe is not None and self._pipe_loop is asyncio.get_running_loop():
+            await self._pipe.aclose()
+        self._pipe = self._pipe_loop = None
         if self._aclient is not None and self._aloop is asyncio.get_running_loop():
             await self._aclient.aclose(close_connection_pool=True)
         self._aclient = self._aloop = None
         self.close()
+
+    async def _ascript(self, script: Script, keys: list[str], args: list[str]) -> Any:
+        """A script on a single server through this event loop's pipelined connection (the
+        decisions of a busy process share one connection and its writes: see
+        :mod:`._redis_pipe`); on a cluster, or over TLS, through the asyncio client."""
+        if self._link is not None or not pipelinable(self._url):
+            return await self._ause(lambda client: script.acall(client, keys, args))
+        loop = asyncio.get_running_loop()
+        if self._pipe is None or self._pipe_loop is not loop:  # it belongs to its loop
+            self._pipe, self._pipe_loop = Pipe(self._url, self._timeout / 2), loop
+        try:
+            async with asyncio.timeout(self._timeout):  # the store's own bound, as redis-py's
+                return await script.acall(self._pipe, keys, args)
+        except TimeoutError:
+            raise redis.TimeoutError(f"no reply within {self._timeout} s") from None
 
     async def _ause(self, use: Callable[[Any], Awaitable[_T]]) -> _T:
         """``use(client)`` with the asyncio client: the server's, or the cluster's (which

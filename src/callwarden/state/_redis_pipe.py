@@ -1,0 +1,232 @@
+"""One pipelined connection per event loop for the Redis store's scripts (auto-pipelining).
+
+redis-py's asyncio client takes a pooled connection per command and sends it alone, so under
+concurrency each decision pays a connection checkout, its own write and its own read, and a
+busy process opens dozens of connections. Here every script a process's decisions run goes
+down one connection: the commands of one turn of the event loop leave in one write, and the
+replies, which Redis sends in order, are matched to their callers in that order. A reply that
+comes after its caller stopped waiting (its deadline passed) is read and dropped, so a late
+reply is never taken for another command's.
+
+Fails closed: a connection that cannot be opened, breaks, or is closed by the server fails
+every command waiting on it (``redis.ConnectionError``); the next command opens a new one. A
+command already sent is never sent again (it may have run: failing is an overcount at worst).
+Only the commands the store sends are spoken: RESP2 requests, and the replies Lua scripts give.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import socket
+from typing import Any
+
+import redis
+from redis.connection import parse_url
+from redis.exceptions import NoScriptError, ResponseError
+
+__all__ = ["Pipe"]
+
+_CRLF = b"\r\n"
+_MAX_WAITING = 10_000  # commands in flight on one connection before it is given up
+
+
+def _encode(args: tuple[Any, ...]) -> bytes:
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        parts += (b"$%d\r\n" % len(data), data, _CRLF)
+    return b"".join(parts)
+
+
+def pipelinable(url: str) -> bool:
+    """Whether ``url`` names a server this connection can speak to (plain TCP or a Unix
+    socket; TLS goes through redis-py)."""
+    return url.partition(":")[0].lower() in ("redis", "unix")
+
+
+class Pipe:
+    """Scripts and commands over one connection, pipelined.
+
+    Args:
+        url: ``redis://[user:password@]host:port/db`` or ``unix:///path?db=N``.
+        connect_timeout: Seconds to open the connection and say hello.
+    """
+
+    def __init__(self, url: str, connect_timeout: float) -> None:
+        self._options = parse_url(url)  # type: ignore[no-untyped-call]
+        self._connect_timeout = connect_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._opening: asyncio.Future[None] | None = None
+        self._waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self._outgoing: list[bytes] = []
+
+    # -- what the store calls ----------------------------------------------------------------
+
+    async def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
+        return await self.call("EVALSHA", sha, numkeys, *keys_and_args)
+
+    async def eval(self, source: str, numkeys: int, *keys_and_args: Any) -> Any:
+        return await self.call("EVAL", source, numkeys, *keys_and_args)
+
+    async def call(self, *args: Any) -> Any:
+        """Sends one command (with the others of this loop turn) and waits for its reply.
+
+        Raises:
+            redis.ConnectionError: no connection, or it broke before the reply.
+            redis.ResponseError: the server's error reply (``NoScriptError`` for NOSCRIPT).
+        """
+        if self._writer is None or self._writer.is_closing():
+            await self._open()
+        loop = self._loop
+        assert loop is not None
+        reply: asyncio.Future[Any] = loop.create_future()
+        self._waiting.append(reply)
+        if not self._outgoing:
+            loop.call_soon(self._flush)
+        self._outgoing.append(_encode(args))
+        if len(self._waiting) > _MAX_WAITING:  # a server that stopped answering long ago
+            self._drop(redis.ConnectionError("the Redis server stopped answering"))
+        return await reply
+
+    async def aclose(self) -> None:
+        """Closes the connection; commands still waiting fail."""
+        writer, task = self._writer, self._reader_task
+        self._writer = self._reader_task = None
+        self._fail(redis.ConnectionError("the Redis store was closed"))
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    # -- the connection ----------------------------------------------------------------------
+
+    async def _open(self) -> None:
+        if self._opening is not None:  # another command is opening it: wait for that
+            await asyncio.shield(self._opening)
+            return
+        loop = asyncio.get_running_loop()
+        self._opening = loop.create_future()
+        writer = None
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                reader, writer = await self._connect()
+                await self._hello(reader, writer)
+        except (OSError, TimeoutError, ResponseError, asyncio.IncompleteReadError) as exc:
+            if writer is not None:
+                writer.close()
+            error = redis.ConnectionError(f"cannot connect to Redis: {exc or type(exc).__name__}")
+            self._opening.set_exception(error)
+            self._opening.exception()  # retrieved: waiters re-raise their own
+            self._opening = None
+            raise error from exc
+        self._loop, self._writer = loop, writer
+        self._reader_task = loop.create_task(self._read(reader, writer))
+        self._opening.set_result(None)
+        self._opening = None
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        options = self._options
+        if "path" in options:
+            return await asyncio.open_unix_connection(options["path"])
+        reader, writer = await asyncio.open_connection(options.get("host", "localhost"),
+                                                       int(options.get("port", 6379)))
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return reader, writer
+
+    async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """AUTH and SELECT, as the URL asks, before anything is pipelined."""
+        options = self._options
+        commands: list[tuple[Any, ...]] = []
+        if options.get("password") is not None:
+            user = options.get("username")
+            commands.append(("AUTH", user, options["password"]) if user
+                            else ("AUTH", options["password"]))
+        if int(options.get("db", 0) or 0):
+            commands.append(("SELECT", int(options["db"])))
+        for command in commands:
+            writer.write(_encode(command))
+            answer = await _parse(reader)
+            if isinstance(answer, ResponseError):
+                raise answer
+
+    def _flush(self) -> None:
+        outgoing, self._outgoing = self._outgoing, []
+        writer = self._writer
+        if writer is None or writer.is_closing():
+            self._fail(redis.ConnectionError("the Redis connection closed"))
+            return
+        writer.write(b"".join(outgoing))
+
+    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        error: Exception = redis.ConnectionError("the Redis server closed the connection")
+        try:
+            while True:
+                reply = await _parse(reader)
+                if not self._waiting:
+                    raise redis.ConnectionError("a reply came that nothing asked for")
+                waiter = self._waiting.popleft()
+                if waiter.done():  # its caller gave up (deadline): drop the reply
+                    continue
+                if isinstance(reply, ResponseError):
+                    waiter.set_exception(reply)
+                else:
+                    waiter.set_result(reply)
+        except asyncio.CancelledError:
+            raise
+        except (OSError, asyncio.IncompleteReadError, redis.ConnectionError, ValueError) as exc:
+            if not isinstance(exc, asyncio.IncompleteReadError):
+                error = redis.ConnectionError(f"the Redis connection broke: {exc}")
+        writer.close()
+        if self._writer is writer:
+            self._writer = self._reader_task = None
+            self._fail(error)
+
+    def _drop(self, error: Exception) -> None:
+        """Gives the connection up: what waits on it fails, the next command opens another."""
+        writer, task = self._writer, self._reader_task
+        self._writer = self._reader_task = None
+        if task is not None:
+            task.cancel()
+        if writer is not None:
+            writer.close()
+        self._fail(error)
+
+    def _fail(self, error: Exception) -> None:
+        waiting, self._waiting = self._waiting, collections.deque()
+        self._outgoing = []
+        for waiter in waiting:
+            if not waiter.done():
+                waiter.set_exception(error)
+
+
+async def _parse(reader: asyncio.StreamReader) -> Any:
+    """One RESP2 reply; an error reply is returned as its exception (inside an array too), so
+    the stream stays in step."""
+    line = await reader.readuntil(_CRLF)
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"$":
+        size = int(rest)
+        if size < 0:
+            return None
+        return (await reader.readexactly(size + 2))[:-2]
+    if kind == b":":
+        return int(rest)
+    if kind == b"*":
+        count = int(rest)
+        return None if count < 0 else [await _parse(reader) for _ in range(count)]
+    if kind == b"+":
+        return rest
+    if kind == b"-":
+        text = rest.decode(errors="replace")
+        return NoScriptError(text) if text.startswith("NOSCRIPT") else ResponseError(text)
+    raise ValueError(f"not a RESP2 reply: {line[:40]!r}")

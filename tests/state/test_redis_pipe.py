@@ -1,0 +1,111 @@
+"""The Redis store's pipelined connection (``_redis_pipe.Pipe``) against a real redis-server:
+replies matched to their callers in order under concurrency, scripts with the NOSCRIPT
+fallback, a caller that stops waiting, a server that goes away and comes back, AUTH and
+SELECT, and errors that leave the stream in step."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+import redis
+from _state_support import RedisServer
+
+from callwarden.state._redis_pipe import Pipe, pipelinable
+from callwarden.state._redis_scripts import Script
+
+ECHO = "return {KEYS[1], ARGV[1], tonumber(ARGV[2]) * 2}"
+
+
+async def test_replies_reach_their_callers_under_concurrency(redis_server: RedisServer) -> None:
+    pipe = Pipe(redis_server.url, 5.0)
+    script = Script(ECHO)
+    try:
+        replies = await asyncio.gather(*(
+            script.acall(pipe, [f"k{i}"], [f"v{i}", str(i)]) for i in range(2000)))
+        assert replies == [[f"k{i}".encode(), f"v{i}".encode(), 2 * i] for i in range(2000)]
+        assert await pipe.call("PING") == b"PONG"
+        assert await pipe.call("GET", "callwarden-pipe-missing") is None
+        # Everything went down one connection.
+        with redis.Redis.from_url(redis_server.url) as client:
+            used = [c for c in client.client_list() if c.get("cmd") in ("evalsha", "eval", "get",
+                                                                        "ping")]
+        assert len(used) == 1
+    finally:
+        await pipe.aclose()
+
+
+async def test_an_error_reply_fails_its_caller_alone(redis_server: RedisServer) -> None:
+    pipe = Pipe(redis_server.url, 5.0)
+    try:
+        results = await asyncio.gather(
+            pipe.call("PING"), pipe.eval("return redis.error_reply('nope')", 0),
+            pipe.evalsha("0" * 40, 0), pipe.eval("return {1, redis.error_reply('inner'), 3}", 0),
+            pipe.call("PING"), return_exceptions=True)
+        assert results[0] == b"PONG" and results[4] == b"PONG"
+        assert isinstance(results[1], redis.ResponseError) and "nope" in str(results[1])
+        assert isinstance(results[2], redis.exceptions.NoScriptError)
+        assert isinstance(results[3], list) and results[3][0] == 1 and results[3][2] == 3
+    finally:
+        await pipe.aclose()
+
+
+async def test_a_caller_that_stops_waiting_does_not_take_another_reply(
+        own_redis_server: RedisServer) -> None:
+    pipe = Pipe(own_redis_server.url, 5.0)
+    try:
+        await pipe.call("SET", "a", "1")
+        slow = asyncio.ensure_future(pipe.eval("redis.call('SET', 'b', '2') return 'slow'", 0))
+        await asyncio.sleep(0)  # sent
+        own_redis_server.pause()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.2):
+                await pipe.call("GET", "a")
+        slow.cancel()
+        own_redis_server.resume()
+        assert await pipe.call("GET", "b") == b"2"  # the late replies were dropped in order
+        assert await pipe.call("GET", "a") == b"1"
+    finally:
+        await pipe.aclose()
+
+
+async def test_a_server_that_goes_away_fails_then_reconnects(
+        own_redis_server: RedisServer) -> None:
+    pipe = Pipe(own_redis_server.url, 1.0)
+    try:
+        assert await pipe.call("PING") == b"PONG"
+        own_redis_server.stop()
+        with pytest.raises(redis.ConnectionError):
+            await pipe.call("PING")
+        with pytest.raises(redis.ConnectionError):  # nothing listens: the open fails
+            await pipe.call("PING")
+        own_redis_server.start()
+        assert await pipe.call("PING") == b"PONG"
+    finally:
+        await pipe.aclose()
+
+
+async def test_password_and_database(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        subprocess.run(["redis-cli", "-p", str(server.port), "CONFIG", "SET", "requirepass",
+                        "s3cret"], check=True, capture_output=True)
+        pipe = Pipe(f"redis://:s3cret@127.0.0.1:{server.port}/3", 5.0)
+        await pipe.call("SET", "where", "db3")
+        with redis.Redis(port=server.port, password="s3cret", db=3) as client:
+            assert client.get("where") == b"db3"
+        await pipe.aclose()
+        wrong = Pipe(f"redis://:nope@127.0.0.1:{server.port}/0", 5.0)
+        with pytest.raises(redis.ConnectionError, match=r"WRONGPASS|invalid"):
+            await wrong.call("PING")
+        await wrong.aclose()
+    finally:
+        server.stop()
+
+
+def test_which_urls_it_speaks() -> None:
+    assert pipelinable("redis://h:1/0") and pipelinable("unix:///tmp/r.sock")
+    assert not pipelinable("rediss://h:1/0")
