@@ -180,6 +180,15 @@ def test_live_decision_stream(service: Service, page: Page, tmp_path: Path) -> N
     expect(rows.nth(1)).to_contain_text("delete_file")
     expect(rows.nth(1)).to_contain_text("no-delete")
     screenshot(page, "stream", tmp_path)
+    # A filter follows the stream again with it, and keeps it.
+    page.fill("#stream-tool", "read_file")
+    page.click("#stream-apply")
+    expect(page.locator("#stream-state")).to_contain_text("Following")
+    expect(page.locator("#stream-tool")).to_have_value("read_file")
+    service.decide("delete_file", {"path": "c.txt"}, session="again")
+    service.decide("read_file", {"path": "d.txt"}, session="again")
+    expect(rows.first).to_contain_text("again")
+    expect(rows).to_have_count(1)  # the delete_file of the same moment is not shown
 
 
 def test_audit_search(service: Service, page: Page, tmp_path: Path) -> None:

@@ -177,13 +177,17 @@ function approvalsPage() {
 
 async function requestPage(id) {
   show(el("p", {class: "empty", text: "Loading…"}));
+  const here = location.hash;
   let found;
   try {
     found = await api(`/v1/approvals/${encodeURIComponent(id)}/context`);
   } catch (error) {
-    show(el("h1", {text: "Approval request"}), el("p", {class: "error", text: error.message}));
+    if (location.hash === here) {
+      show(el("h1", {text: "Approval request"}), el("p", {class: "error", text: error.message}));
+    }
     return;
   }
+  if (location.hash !== here) return;  // the person went elsewhere meanwhile
   const r = found.request;
   const comment = el("input", {type: "text", id: "comment", size: 50,
                                placeholder: "comment, or the reason of a denial"});
@@ -268,20 +272,24 @@ async function requestPage(id) {
 
 // -- live decisions ---------------------------------------------------------------------------
 
+const streamFilters = {tool: "", session: ""};  // kept while the page is followed again
+
 function streamPage() {
   const controller = new AbortController();
   const body = el("tbody", {id: "stream"});
   const state = el("p", {id: "stream-state", class: "empty", text: "Connecting…"});
   const tool = el("input", {type: "text", id: "stream-tool", placeholder: "tool"});
   const session = el("input", {type: "text", id: "stream-session", placeholder: "session"});
+  tool.value = streamFilters.tool;
+  session.value = streamFilters.session;
   const row = (e) => el("tr", {class: "event"}, el("td", {text: e.time}),
     el("td", {}, el("code", {text: e.tool || ""})), el("td", {}, effect(e.effect)),
     el("td", {text: e.rule || ""}), el("td", {text: e.agent || ""}),
     el("td", {text: e.session || ""}), el("td", {text: e.message || ""}));
   const follow = async () => {
     const query = new URLSearchParams({type: "decision"});
-    if (tool.value) query.set("tool", tool.value);
-    if (session.value) query.set("session", session.value);
+    if (streamFilters.tool) query.set("tool", streamFilters.tool);
+    if (streamFilters.session) query.set("session", streamFilters.session);
     try {
       const response = await fetch(`/v1/audit/stream?${query}`, {
         headers: {Authorization: `Bearer ${sessionStorage.getItem(KEY) || ""}`},
@@ -317,7 +325,11 @@ function streamPage() {
   show(el("h1", {text: "Live decisions"}),
        el("div", {class: "filters"}, el("label", {}, "tool", tool),
           el("label", {}, "session", session),
-          el("button", {type: "button", text: "Apply", onclick: () => { route(); }})),
+          el("button", {type: "button", id: "stream-apply", text: "Apply", onclick: () => {
+            streamFilters.tool = tool.value.trim();
+            streamFilters.session = session.value.trim();
+            route();  // follow again with these filters
+          }})),
        state,
        el("table", {}, el("thead", {}, el("tr", {}, ...["Time", "Tool", "Effect", "Rule",
          "Agent", "Session", "Message"].map((h) => el("th", {text: h})))), body));
