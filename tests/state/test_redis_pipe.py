@@ -87,6 +87,22 @@ async def test_a_server_that_goes_away_fails_then_reconnects(
         await pipe.aclose()
 
 
+async def test_an_open_cut_short_is_tried_again(own_redis_server: RedisServer) -> None:
+    """A caller whose deadline ends while the connection is being opened (here: SELECT never
+    answered) leaves nothing half-open behind: the next command opens it afresh."""
+    pipe = Pipe(own_redis_server.url.rsplit("/", 1)[0] + "/1", 5.0)
+    try:
+        own_redis_server.pause()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.2):
+                await pipe.call("PING")
+        own_redis_server.resume()
+        assert await asyncio.wait_for(pipe.call("PING"), 5) == b"PONG"
+    finally:
+        own_redis_server.resume()
+        await pipe.aclose()
+
+
 async def test_password_and_database(tmp_path: Path) -> None:
     server = RedisServer(tmp_path)
     server.start()

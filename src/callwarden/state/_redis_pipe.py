@@ -113,24 +113,27 @@ class Pipe:
             await asyncio.shield(self._opening)
             return
         loop = asyncio.get_running_loop()
-        self._opening = loop.create_future()
+        opening = self._opening = loop.create_future()
         writer = None
         try:
             async with asyncio.timeout(self._connect_timeout):
                 reader, writer = await self._connect()
                 await self._hello(reader, writer)
-        except (OSError, TimeoutError, ResponseError, asyncio.IncompleteReadError) as exc:
+        except BaseException as exc:  # its opener cancelled too: the next command tries again
             if writer is not None:
                 writer.close()
-            error = redis.ConnectionError(f"cannot connect to Redis: {exc or type(exc).__name__}")
-            self._opening.set_exception(error)
-            self._opening.exception()  # retrieved: waiters re-raise their own
             self._opening = None
-            raise error from exc
+            error = redis.ConnectionError(f"cannot connect to Redis: {exc or type(exc).__name__}")
+            opening.set_exception(error)
+            opening.exception()  # retrieved: the waiters re-raise it
+            if isinstance(exc, OSError | TimeoutError | ResponseError |
+                          asyncio.IncompleteReadError):
+                raise error from exc
+            raise
         self._loop, self._writer = loop, writer
         self._reader_task = loop.create_task(self._read(reader, writer))
-        self._opening.set_result(None)
         self._opening = None
+        opening.set_result(None)
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         options = self._options
