@@ -88,7 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     add_mcp_parser(sub)
 
     serve = sub.add_parser("serve", help="decide tool calls over HTTP for agents in any "
-                                         "language (and AuthZEN), with approvals")
+                                         "language (and AuthZEN), with approvals",
+                           description="Decides tool calls over HTTP (POST /v1/decide; the "
+                                       "API is at /openapi.json). People approve paused calls, "
+                                       "follow decisions, search the audit log and replay a "
+                                       "policy in the console at /console (log in with an "
+                                       "approver or admin token).")
     serve.add_argument("--policy", "-p", required=True, type=Path, help="policy file")
     serve.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
                        help="where to listen (default 127.0.0.1:8080; port 0: a free one)")
