@@ -51,13 +51,14 @@ class Step(NamedTuple):
 Flow = Generator[Stepping, Any, T]
 
 
-def drive(flow: Flow[T]) -> T:
-    """Runs a flow synchronously and returns its result."""
+def drive(flow: Generator[Any, Any, T], run: Callable[[Any], Any] | None = None) -> T:
+    """Runs a flow synchronously and returns its result; each step by ``step.run()``, or by
+    ``run(step)`` when the caller runs its steps itself (the Redis store, on its clients)."""
     try:
         step = next(flow)
         while True:
             try:
-                result = step.run()
+                result = step.run() if run is None else run(step)
             except Exception as exc:
                 step = flow.throw(exc)
             else:
@@ -66,13 +67,15 @@ def drive(flow: Flow[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
-async def adrive(flow: Flow[T]) -> T:
-    """Runs a flow, awaiting each step: the event loop is never blocked."""
+async def adrive(flow: Generator[Any, Any, T],
+                 run: Callable[[Any], Awaitable[Any]] | None = None) -> T:
+    """Runs a flow, awaiting each step (``step.arun()``, or ``run(step)``): the event loop is
+    never blocked."""
     try:
         step = next(flow)
         while True:
             try:
-                result = await step.arun()
+                result = await (step.arun() if run is None else run(step))
             except Exception as exc:
                 step = flow.throw(exc)
             else:

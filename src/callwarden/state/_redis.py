@@ -19,6 +19,7 @@ import redis.asyncio.retry
 import redis.retry
 from redis.backoff import NoBackoff
 
+from callwarden._flow import adrive, drive
 from callwarden.state import _redis_scripts as lua
 from callwarden.state._base import (
     DEFAULT_IDLE_TTL,
@@ -41,7 +42,7 @@ from callwarden.state._redis_cluster import FAILURES, ClusterLink, slot_of
 from callwarden.state._redis_deadline import bounded_pool
 from callwarden.state._redis_pipe import Pipe, pipelinable
 from callwarden.state._redis_scripts import Script, command_within, parse_consume, remaining
-from callwarden.state._redis_slots import Consumption, adrive, consume_across_slots, drive
+from callwarden.state._redis_slots import Consumption, consume_across_slots
 from callwarden.state._redis_url import is_cluster_url, redact
 
 __all__ = ["RedisStore"]

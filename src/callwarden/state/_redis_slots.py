@@ -17,20 +17,20 @@ back, and be refused although the limit was not reached in the end: failing clos
 that cannot be sent (the node failed, the deadline passed) leaves the usage counted: an
 overcount, never an undercount.
 
-The flow is written once, as a generator of :class:`Step` s; :func:`drive` and :func:`adrive`
-run it with a synchronous or an asynchronous client.
+The flow is written once, as a generator of :class:`Step` s; ``callwarden._flow``'s
+``drive`` and ``adrive`` run it with a synchronous or an asynchronous client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from callwarden.state._base import Counter, CounterState, HistoryEntry
 from callwarden.state._redis_scripts import Script, consume, parse_consume, refund
 
-__all__ = ["Consumption", "Step", "adrive", "consume_across_slots", "drive"]
+__all__ = ["Consumption", "Step", "consume_across_slots"]
 
 Flow = Generator["Step", Any, list[CounterState]]
 
@@ -174,34 +174,3 @@ def _priorities(record: HistoryEntry | None, n: int) -> list[tuple[int, str] | N
     for position, (_, i, effect) in enumerate(ranked):
         out[i] = (len(ranked) - position, effect)
     return out
-
-
-def drive(flow: Flow, run: Callable[[Step], Any]) -> list[CounterState]:
-    """Runs ``flow``, each step by ``run(step)``; a step that raises is thrown into the flow
-    (the shape of :mod:`callwarden._flow`, which this layer may not import)."""
-    try:
-        step = next(flow)
-        while True:
-            try:
-                result = run(step)
-            except Exception as exc:
-                step = flow.throw(exc)
-            else:
-                step = flow.send(result)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
-async def adrive(flow: Flow, run: Callable[[Step], Awaitable[Any]]) -> list[CounterState]:
-    """Async twin of :func:`drive`."""
-    try:
-        step = next(flow)
-        while True:
-            try:
-                result = await run(step)
-            except Exception as exc:
-                step = flow.throw(exc)
-            else:
-                step = flow.send(result)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
