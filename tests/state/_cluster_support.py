@@ -38,20 +38,14 @@ class ClusterNode(RedisServer):
         self.bus_port = free_port()
         self.node_timeout_ms = node_timeout_ms
 
-    def arguments(self) -> list[str]:
+    def options(self) -> list[str]:
         return [
-            self.binary,
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.directory),
             "--cluster-enabled", "yes",
             "--cluster-config-file", "nodes.conf",
             "--cluster-port", str(self.bus_port),
             "--cluster-node-timeout", str(self.node_timeout_ms),
             "--save", "",
             "--appendonly", "no",
-            "--daemonize", "no",
-            "--logfile", str(self.directory / "redis.log"),
         ]  # fmt: skip
 
     def info(self) -> dict[str, str]:

@@ -60,12 +60,14 @@ class RedisServer:
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--dir", str(self.directory),
-            "--save", "",
-            "--appendonly", "yes",
-            "--appendfsync", "always",
+            *self.options(),
             "--daemonize", "no",
             "--logfile", str(self.directory / "redis.log"),
         ]  # fmt: skip
+
+    def options(self) -> list[str]:
+        """What this kind of server adds: persistence to an append-only file."""
+        return ["--save", "", "--appendonly", "yes", "--appendfsync", "always"]
 
     def start(self) -> None:
         self.process = subprocess.Popen(self.arguments(), stdout=subprocess.DEVNULL,
