@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import redis
+from bench_state import start_redis
 
 from callwarden.state import Counter, HistoryEntry, open_store
 
@@ -66,23 +67,8 @@ def free_port() -> int:
 
 
 def start(directory: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        sys.exit("redis-server not found: install Debian's package (apt-get install redis-server)")
     directory.mkdir(parents=True)
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
-         "--save", "", "--appendonly", "no", *extra], stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(500):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.01)
-    client.close()
-    return process, port
+    return start_redis(directory, *extra)
 
 
 def start_cluster(directory: Path, started: list[subprocess.Popen[bytes]]) -> list[int]:

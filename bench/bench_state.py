@@ -135,7 +135,8 @@ def round_trips(url: str, admin: redis.Redis, calls: int = 1000) -> tuple[float,
     return sent / calls, delta("cmdstat_evalsha") / calls, server_total / calls
 
 
-def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], int]:
+def start_redis(directory: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
+    """A redis-server on a free loopback port, nothing persisted; ``extra`` options added."""
     binary = shutil.which("redis-server")
     if binary is None:
         sys.exit("redis-server not found: install Debian's package (apt-get install redis-server)")
@@ -144,7 +145,7 @@ def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], int]:
         port = sock.getsockname()[1]
     process = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
-         "--save", "", "--appendonly", "no"],
+         "--save", "", "--appendonly", "no", *extra],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     client = redis.Redis(port=port)
