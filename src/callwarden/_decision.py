@@ -176,7 +176,9 @@ class Decision(NamedTuple):
         rules and timings are not carried back).
 
         Raises:
-            ValueError: not such a dict.
+            ValueError: not such a dict, or a field it reads of another type (text fields
+                are strings or null; ``args`` and ``context`` objects or null; ``reasons`` a
+                list of objects or null).
         """
         from callwarden._call import freeze_args
         from callwarden.exceptions import InvalidCall
@@ -187,25 +189,35 @@ class Decision(NamedTuple):
         if not isinstance(call, Mapping) or not isinstance(call.get("tool"), str) \
                 or not isinstance(data.get("decision_id"), str):
             raise ValueError("it has no 'call' with a 'tool', or no 'decision_id'")
+        typed = [(data, ("rule", "source", "message", "policy", "mode"), str),
+                 (call, ("call_id", "agent", "session", "principal", "framework"), str),
+                 (data, ("args",), Mapping), (call, ("args", "context"), Mapping),
+                 (data, ("reasons",), list)]
+        for part, keys, kind in typed:
+            for key in keys:
+                if part.get(key) is not None and not isinstance(part[key], kind):
+                    raise ValueError(f"its {key!r} is a {type(part[key]).__name__}")
+        if not all(isinstance(r, Mapping) for r in data.get("reasons") or ()):
+            raise ValueError("its 'reasons' are not objects")
 
         def text(value: Any) -> str | None:
-            return value if isinstance(value, str) and value else None
+            return value or None
 
         try:
             made = ToolCall.create(
                 call["tool"], call.get("args"), call_id=text(call.get("call_id")),
                 agent=text(call.get("agent")), session=text(call.get("session")),
                 principal=text(call.get("principal")), framework=text(call.get("framework")),
-                context=call.get("context") if isinstance(call.get("context"), Mapping)
-                else None)
+                context=call.get("context"))
             given = call.get("args") if data.get("args") is None else data["args"]
             args = freeze_args({} if given is None else given)
             effect = Effect(str(data.get("effect")))
             mode = Mode(str(data.get("mode") or "enforce"))
         except InvalidCall as e:
             raise ValueError(str(e)) from None
-        reasons = tuple(Reason(str(r.get("code")), str(r.get("message")), text(r.get("rule")))
-                        for r in data.get("reasons") or () if isinstance(r, Mapping))
+        reasons = tuple(Reason(str(r.get("code")), str(r.get("message")),
+                               r.get("rule") if isinstance(r.get("rule"), str) else None)
+                        for r in data.get("reasons") or ())
         return cls(effect, made, args, reasons, text(data.get("rule")), text(data.get("source")),
                    (), str(data.get("message") or ""), mode, None, data["decision_id"], 0.0,
                    text(data.get("policy")))
