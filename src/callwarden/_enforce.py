@@ -213,13 +213,14 @@ class Enforcer:
 
     # -- a person's answer that arrived through the framework --------------------------------
 
-    def answer(self, request_id: str, answer: Any, *, by: str) -> None:
+    def answer(self, request_id: str, answer: Any, *, by: str) -> Any:
         """Records a reviewer's answer given through the framework (an interrupt's resume
         value, ``RunState.approve``) on the pending request; the call then resumes with
         ``approval_id=request_id`` (or is simply asked again).
 
         ``answer`` is True / ``"approve"``, False / ``"reject"``, or a mapping
-        ``{"approve": bool, "by": str, "reason": str, "edit": {...args}}``.
+        ``{"approve": bool, "by": str, "reason": str, "edit": {...args}}``. Returns the
+        request as resolved.
 
         Raises:
             ApprovalError: the request is unknown, resolved already, expired, or ``by`` may
@@ -229,18 +230,16 @@ class Enforcer:
         approve, who, reason, edit = _parse_answer(answer, by)
         approvals = self.guard.approvals
         if approve:
-            approvals.approve(request_id, by=who, comment=reason, edit=edit)
-        else:
-            approvals.deny(request_id, by=who, reason=reason)
+            return approvals.approve(request_id, by=who, comment=reason, edit=edit)
+        return approvals.deny(request_id, by=who, reason=reason)
 
-    async def aanswer(self, request_id: str, answer: Any, *, by: str) -> None:
+    async def aanswer(self, request_id: str, answer: Any, *, by: str) -> Any:
         """Async twin of :meth:`answer`."""
         approve, who, reason, edit = _parse_answer(answer, by)
         approvals = self.guard.approvals
         if approve:
-            await approvals.aapprove(request_id, by=who, comment=reason, edit=edit)
-        else:
-            await approvals.adeny(request_id, by=who, reason=reason)
+            return await approvals.aapprove(request_id, by=who, comment=reason, edit=edit)
+        return await approvals.adeny(request_id, by=who, reason=reason)
 
     def request(self, decision: Decision) -> str:
         """The id of the approval request an ``ask`` decision is bound to (the same call's

@@ -246,7 +246,6 @@ class Service:
 
     async def resolve(self, request_id: str, body: Mapping[str, Any], holder: Holder,
                       approve: bool) -> dict[str, Any]:
-        approvals = self.guard.approvals
         text = body.get("comment" if approve else "reason")
         if text is not None and not isinstance(text, str):
             raise _Problem(400, "bad_request", "'comment' / 'reason' must be a string")
@@ -255,13 +254,11 @@ class Service:
             raise _Problem(400, "bad_request", "'args' (an object) edits an approval only")
         try:
             if edit is not None:  # made on the redacted view: what was left as shown stays
-                args = (await approvals.aget(request_id)).args
+                args = (await self.guard.approvals.aget(request_id)).args
                 edit = console.restore_redacted(edit, console.redacted_view(self.guard, args), args)
-            if approve:
-                done = await approvals.aapprove(request_id, by=holder.name, comment=text,
-                                                edit=edit)
-            else:
-                done = await approvals.adeny(request_id, by=holder.name, reason=text)
+            # The holder's name, never one the body gives: the person the token is.
+            done = await Enforcer(self.guard).aanswer(request_id, {
+                "approve": approve, "reason": text, "edit": edit}, by=holder.name)
         except ApprovalError as e:
             raise _approval_problem(e) from None
         return dict(done.to_dict())
