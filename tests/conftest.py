@@ -48,4 +48,5 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 # autogen-ext's MCP client): scripts/test.sh runs each in its own virtualenv, with
 # CALLWARDEN_TEST_ENV=<name>; the main run leaves them to it.
 _ENV = os.environ.get("CALLWARDEN_TEST_ENV")
-collect_ignore_glob = [f"envs/{name}" for name in ("autogen_mcp",) if name != (_ENV or "").replace("-", "_")]
+_ENVS = ("autogen_mcp", "crewai", "semantic_kernel")
+collect_ignore_glob = [f"envs/{name}" for name in _ENVS if name != (_ENV or "").replace("-", "_")]

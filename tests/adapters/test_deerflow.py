@@ -15,9 +15,11 @@ import asyncio
 import dataclasses
 import importlib
 import inspect
+import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol, runtime_checkable
 
@@ -369,6 +371,62 @@ def test_a_malformed_request_is_denied_not_raised() -> None:
     decision = Provider(POLICY).evaluate(SimpleNamespace(tool_name=None, tool_input={}))
     assert decision.allow is False
     assert decision.reasons[0].code == "callwarden.adapter_error"
+
+
+def test_a_malformed_request_also_gives_the_oap_evaluator_error() -> None:
+    decision = Provider(POLICY).evaluate(SimpleNamespace(tool_name=None, tool_input={}))
+    assert [r.code for r in decision.reasons] == ["callwarden.adapter_error",
+                                                  "oap.evaluator_error"]
+
+
+# -- an OAP passport as the policy (DeerFlow's second provider option) -------------------------
+
+PASSPORT = Path(__file__).parent.parent / "fixtures" / "oap" / "passport.json"
+
+
+def passport_provider(tmp_path: Path, **changes: Any) -> Provider:
+    passport = {**json.loads(PASSPORT.read_text()), **changes}
+    (tmp_path / "passport.json").write_text(json.dumps(passport))
+    (tmp_path / "policy.yaml").write_text(
+        "version: 1\nextends: oap:passport.json\nrules:\n"
+        "  - {id: bash-budget, match: {tool: bash}, limit: {calls: 3, per: session}}\n")
+    return Provider(str(tmp_path / "policy.yaml"))
+
+
+def codes(provider: Provider, tool: str, **args: Any) -> list[str]:
+    decision = provider.evaluate(GuardrailRequest(tool_name=tool, tool_input=args,
+                                                  thread_id="t1"))
+    return [r.code for r in decision.reasons]
+
+
+def test_a_passport_gives_oap_reason_codes_beside_callwardens(tmp_path: Path) -> None:
+    provider = passport_provider(tmp_path)
+    assert codes(provider, "bash", command="git status") == ["default_allow", "oap.allowed"]
+    assert codes(provider, "bash", command="curl x") == ["oap.command_not_allowed",
+                                                         "shell.not_allowed"]
+    assert codes(provider, "bash", command="r''m -fr /") == ["oap.blocked_pattern",
+                                                             "shell.denied"]
+    assert codes(provider, "write_file", path="/work/a")[0] == "oap.tool_not_allowed"
+    assert codes(provider, "bash", command="ls", timeout=9000)[0] == "oap.limit_exceeded"
+    # a limit of the policy's own: callwarden's code first, OAP's nearest beside it
+    for _ in range(2):
+        codes(provider, "bash", command="ls")
+    assert codes(provider, "bash", command="ls")[:2] == ["limit.exceeded", "oap.limit_exceeded"]
+
+
+def test_a_suspended_passport_blocks_the_agent_in_deerflow(tmp_path: Path, ran) -> None:
+    @tool
+    def bash(command: str) -> str:
+        """Runs a shell command."""
+        ran.append(("bash", {"command": command}))
+        return "ok"
+
+    model = ScriptedModel(script=[calls(("bash", {"command": "git status"})), AIMessage("ok")])
+    agent(model, [bash], passport_provider(tmp_path, status="revoked")).invoke(
+        {"messages": [("user", "go")]})
+    assert ran == []
+    seen = seen_by_model(model)["bash"]
+    assert "blocked (oap.passport_suspended)" in seen and "is revoked" in seen
 
 
 async def test_a_malformed_request_is_denied_not_raised_async() -> None:

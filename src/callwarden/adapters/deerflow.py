@@ -40,6 +40,7 @@ from callwarden._enforce import Enforcer
 from callwarden._messages import cannot_rewrite, describe_refusal
 from callwarden.adapters._core import enforcer as enforcement_path
 from callwarden.exceptions import ApprovalError, ApprovalPending
+from callwarden.policyfile.oap import oap_code
 
 __all__ = ["GuardrailDecision", "GuardrailReason", "Provider"]
 
@@ -236,17 +237,30 @@ def _verdict(decision: Decision) -> GuardrailDecision:
 
 
 def _allow(decision: Decision) -> GuardrailDecision:
+    message = decision.message or "allowed by policy"
     return GuardrailDecision(
-        allow=True, reasons=[GuardrailReason(_code(decision),
-                                             decision.message or "allowed by policy")],
+        allow=True, reasons=[GuardrailReason(_code(decision), message),
+                             GuardrailReason("oap.allowed", message)],
         policy_id=decision.rule, metadata=_metadata(decision))
 
 
 def _deny(decision: Decision, code: str, message: str, **extra: Any) -> GuardrailDecision:
-    reasons = [GuardrailReason(code, message)]
+    """A denial: callwarden's reason code and, beside it, the OAP one (first when a passport's
+    rule decided, as DeerFlow's OAP provider reports it)."""
+    passport = oap_code(decision.rule)
+    own = GuardrailReason(code, message)
+    if passport is not None:
+        reasons = [GuardrailReason(passport, message), own]
+    else:
+        reasons = [own, GuardrailReason(_oap_equivalent(decision), message)]
     reasons += [GuardrailReason(r.code, r.message) for r in decision.reasons[1:]]
     return GuardrailDecision(allow=False, reasons=reasons, policy_id=decision.rule,
                              metadata={**_metadata(decision), **extra})
+
+
+def _oap_equivalent(decision: Decision) -> str:
+    """The OAP reason code nearest to a denial by one of the policy's own rules."""
+    return "oap.limit_exceeded" if (decision.code or "").startswith("limit") else "oap.denied"
 
 
 def _code(decision: Decision) -> str:
@@ -264,11 +278,11 @@ def _metadata(decision: Decision) -> dict[str, Any]:
 
 def _error(e: BaseException) -> GuardrailDecision:
     """Fail closed: DeerFlow with ``fail_closed: false`` would run the tool on an exception."""
+    message = (f"callwarden could not decide this call ({type(e).__name__}: {e}); it was not "
+               "run. Try a different approach or ask the user.")
     return GuardrailDecision(
-        allow=False, reasons=[GuardrailReason(
-            "callwarden.adapter_error",
-            f"callwarden could not decide this call ({type(e).__name__}: {e}); it was not "
-            "run. Try a different approach or ask the user.")],
+        allow=False, reasons=[GuardrailReason("callwarden.adapter_error", message),
+                              GuardrailReason("oap.evaluator_error", message)],
         metadata={"effect": Effect.DENY.value, "error": type(e).__name__})
 
 

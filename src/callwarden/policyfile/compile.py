@@ -165,6 +165,9 @@ def compile_policy(
                      p.file, p.line, None,
                      "load with providers='load' (callwarden lint --providers) to import it")
              for p in unloaded]
+    notes += [Problem(note, base.lines.file, None, None,
+                      "enforce it with a rule of your own, or leave it to the passport's issuer")
+              for base in bases for note in base.notes]
     if unloaded and check_examples and examples:
         notes.append(Problem(
             f"{len(examples)} inline example(s) not run: they need the providers",

@@ -10,12 +10,13 @@ problems are reported like the main file's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from callwarden.exceptions import PolicyError
 from callwarden.policyfile.check import TOP_KEYS, Checker, Path_
+from callwarden.policyfile.oap import OAP_PREFIX, load_passport, passport_policy
 from callwarden.policyfile.yamlsrc import Lines, load_yaml, read_source
 
 __all__ = ["BUILTIN_POLICIES", "Base", "load_bases"]
@@ -27,15 +28,18 @@ BUILTIN_POLICIES = {
 
 
 class Base:
-    """A policy this one extends: its data, lines, folder and own problem list."""
+    """A policy this one extends: its data, lines, folder, own problem list, and notes (what
+    it says that callwarden does not enforce)."""
 
-    __slots__ = ("check", "data", "folder", "lines")
+    __slots__ = ("check", "data", "folder", "lines", "notes")
 
-    def __init__(self, data: Mapping[str, Any], lines: Lines, folder: Path) -> None:
+    def __init__(self, data: Mapping[str, Any], lines: Lines, folder: Path,
+                 notes: Sequence[str] = ()) -> None:
         self.data = data
         self.lines = lines
         self.folder = folder
         self.check = Checker(lines)
+        self.notes = tuple(notes)
 
 
 def load_bases(raw: Any, path: Path_, check: Checker, folder: Path,
@@ -44,11 +48,15 @@ def load_bases(raw: Any, path: Path_, check: Checker, folder: Path,
     names = [raw] if isinstance(raw, str) else raw
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         check.error(path, "must name a policy or a list of policies",
-                    "e.g. extends: callwarden:recommended (or a path next to this file)")
+                    "e.g. extends: callwarden:recommended (or a path next to this file, or "
+                    "oap:passport.json)")
         return []
     out: list[Base] = []
     for i, name in enumerate(names):
         item_path = path if isinstance(raw, str) else (*path, i)
+        if name.startswith(OAP_PREFIX):
+            out.extend(_passport(name, item_path, check, folder))
+            continue
         if name.startswith("callwarden:"):
             target = BUILTIN_POLICIES.get(name)
             if target is None:
@@ -85,3 +93,16 @@ def load_bases(raw: Any, path: Path_, check: Checker, folder: Path,
                               (*chain, target)))
         out.append(base)
     return out
+
+
+def _passport(name: str, path: Path_, check: Checker, folder: Path) -> list[Base]:
+    """An Open Agent Passport named by ``extends: oap:FILE``, as a policy (policyfile.oap)."""
+    target = (folder / name[len(OAP_PREFIX):]).resolve()
+    try:
+        passport = load_passport(target)
+    except PolicyError as e:  # named where `extends:` points at it
+        for problem in e.problems:
+            check.error(path, f"{name!r}: {problem.message}", problem.hint)
+        return []
+    data, notes = passport_policy(passport, target.name)
+    return [Base(data, Lines(str(target)), target.parent, notes)]
