@@ -24,7 +24,8 @@ ADAPTERS = ROOT / "src" / "callwarden" / "adapters"
 # Which extra each adapter module belongs to (None: the core install).
 ADAPTER_EXTRAS: dict[str, str | None] = {
     "__init__": None, "_core": None, "langchain": "langchain",
-    "openai_agents": "openai-agents", "autogen": "autogen", "claude_agent": "claude",
+    "openai_agents": "openai-agents", "autogen": "autogen", "autogen_guardrail": "autogen",
+    "claude_agent": "claude",
     "deerflow": None,
 }
 # Imported by an adapter from the framework that hosts it, never installed by callwarden.

@@ -270,15 +270,19 @@ class CallwardenHaltTermination(TerminationCondition):
     """Stops a team when a guarded workbench halts (and, optionally, when a call awaits approval).
 
     Args:
-        *workbenches: The guarded workbenches to watch.
+        *workbenches: The guarded workbenches (or guardrail providers) to watch.
         on_pending: Also stop when a call's approval request becomes pending, so the team
             pauses until a person answers; run the team again afterwards.
     """
 
-    def __init__(self, *workbenches: GuardedWorkbench, on_pending: bool = False) -> None:
-        if not workbenches or not all(isinstance(w, GuardedWorkbench) for w in workbenches):
-            raise TypeError("CallwardenHaltTermination watches one or more GuardedWorkbench")
-        self._workbenches: Sequence[GuardedWorkbench] = workbenches
+    def __init__(self, *workbenches: Any, on_pending: bool = False) -> None:
+        # A GuardedWorkbench, or anything that halts the same way (the guardrail provider of
+        # callwarden.adapters.autogen_guardrail): a ``halted`` decision and ``pending`` ids.
+        if not workbenches or not all(isinstance(w, GuardedWorkbench) or (
+                hasattr(w, "halted") and hasattr(w, "pending")) for w in workbenches):
+            raise TypeError("CallwardenHaltTermination watches one or more GuardedWorkbench "
+                            "or CallwardenGuardrailProvider")
+        self._workbenches: Sequence[Any] = workbenches
         self._on_pending = on_pending
         self._terminated = False
         self._reported: set[str] = set()

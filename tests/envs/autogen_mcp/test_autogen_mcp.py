@@ -38,3 +38,41 @@ async def test_a_denied_mcp_tool_never_runs_on_the_server(tmp_path) -> None:
     assert log.read_text().split() == ["read_file"]
     assert seen["c1"].content == "contents of a.txt"
     assert seen["c2"].is_error and seen["c2"].content == "Deleting files over MCP is not allowed."
+
+
+async def test_the_guardrail_provider_protocol_governs_an_mcp_workbench(tmp_path) -> None:
+    """autogen #7405's flow on Workbench.call_tool: callwarden's provider, then another one that
+    sees the rewritten arguments, in front of a real MCP server."""
+    from callwarden.adapters.autogen_guardrail import (
+        CallwardenGuardrailProvider,
+        Decision,
+        GuardrailResult,
+        GuardrailWorkbench,
+    )
+
+    seen_by_second: list[dict[str, object]] = []
+
+    class Second:
+        async def evaluate(self, *, tool_name, args, agent_name=None, call_id=None,
+                           cancellation_token=None):
+            seen_by_second.append({"tool": tool_name, **args})
+            return GuardrailResult(decision=Decision.ALLOW)
+
+    policy = {**POLICY, "rules": [*POLICY["rules"], {
+        "id": "notes-only", "match": {"tool": "read_file"}, "set": {"path": "notes.txt"},
+        "effect": "modify"}]}
+    log = tmp_path / "ran.txt"
+    params = StdioServerParams(command=sys.executable, args=[str(SERVER), str(log)],
+                               env=dict(os.environ), read_timeout_seconds=20)
+    client = model(asks(call("c1", "read_file", path="a.txt"),
+                        call("c2", "delete_file", path="a.txt")), "ok")
+    async with McpWorkbench(params) as mcp:
+        workbench = GuardrailWorkbench(mcp, [CallwardenGuardrailProvider(policy), Second()])
+        agent = assistant(workbench, client, reflect_on_tool_use=True)
+        await asyncio.wait_for(agent.run(task="clean up"), 60)
+    seen = results_seen(client)
+    assert log.read_text().split() == ["read_file"]
+    assert seen["c1"].content == "contents of notes.txt"
+    assert seen_by_second == [{"tool": "read_file", "path": "notes.txt"}]
+    assert seen["c2"].is_error
+    assert seen["c2"].content == "Tool call denied: Deleting files over MCP is not allowed."
