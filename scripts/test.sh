@@ -47,15 +47,20 @@ echo "== lint-imports =="
 .venv/bin/python -m pytest || status=$?
 
 # Environments for tests whose packages conflict with the main one's (see tests/conftest.py):
-# autogen-ext's MCP client needs mcp<2, the rest of the suite runs with mcp 2.
-env_dir=.venv-autogen-mcp
-if [ ! -x "$env_dir/bin/python" ]; then
-  "$PYTHON" -m venv "$env_dir"
-fi
-"$env_dir/bin/python" -m pip install -q --disable-pip-version-check -e . "pytest>=8" \
-  "pytest-asyncio>=0.23" "autogen-agentchat>=0.7,<0.8" "autogen-ext[mcp]>=0.7,<0.8" "mcp<2" 2>&1 \
-  | grep -v -E "^(WARNING: Location|  WARNING: Location)" || true
-echo "== environment autogen-mcp (mcp<2) =="
-CALLWARDEN_TEST_ENV=autogen-mcp "$env_dir/bin/python" -m pytest tests/envs/autogen_mcp \
-  || status=$?
+# autogen-ext's MCP client, CrewAI and Semantic Kernel need mcp<2; the rest of the suite runs with
+# mcp 2. Each gets a virtualenv .venv-NAME and runs tests/envs/NAME with CALLWARDEN_TEST_ENV=NAME.
+run_env() {  # NAME PIP-REQUIREMENT...
+  local name=$1 env_dir=.venv-$1
+  shift
+  if [ ! -x "$env_dir/bin/python" ]; then
+    "$PYTHON" -m venv "$env_dir"
+  fi
+  "$env_dir/bin/python" -m pip install -q --disable-pip-version-check "pytest>=8" \
+    "pytest-asyncio>=0.23" "$@" 2>&1 | grep -v -E "^(WARNING: Location|  WARNING: Location)" || true
+  echo "== environment $name =="
+  CALLWARDEN_TEST_ENV=$name "$env_dir/bin/python" -m pytest "tests/envs/${name//-/_}" || status=$?
+}
+run_env autogen-mcp -e . "autogen-agentchat>=0.7,<0.8" "autogen-ext[mcp]>=0.7,<0.8" "mcp<2"
+run_env crewai -e ".[crewai]" "jsonschema>=4"
+run_env semantic-kernel -e ".[semantic-kernel]"
 exit $status

@@ -25,9 +25,14 @@ ADAPTERS = ROOT / "src" / "callwarden" / "adapters"
 ADAPTER_EXTRAS: dict[str, str | None] = {
     "__init__": None, "_core": None, "langchain": "langchain",
     "openai_agents": "openai-agents", "autogen": "autogen", "autogen_guardrail": "autogen",
-    "claude_agent": "claude",
-    "deerflow": None,
+    "claude_agent": "claude", "deerflow": None, "crewai": "crewai",
+    "semantic_kernel": "semantic-kernel", "pydantic_ai": "pydantic-ai", "llamaindex": "llamaindex",
+    "smolagents": "smolagents", "agno": "agno", "google_adk": "google-adk",
+    "agent_framework": "agent-framework",
 }
+# Frameworks tested in an environment of their own (scripts/test.sh), not installed here: the
+# distribution each of their modules comes from.
+OWN_ENVIRONMENT = {"crewai": ("crewai",), "semantic_kernel": ("semantic-kernel",)}
 # Imported by an adapter from the framework that hosts it, never installed by callwarden.
 HOST_PROVIDED = {
     # DeerFlow runs on LangGraph; without it the provider denies instead of pausing the run.
@@ -74,7 +79,7 @@ def _missing(modules: set[str], extra: str | None) -> list[str]:
     providers = packages_distributions()
     missing = []
     for module in sorted(modules):
-        dists = providers.get(module)
+        dists = providers.get(module) or OWN_ENVIRONMENT.get(module)
         assert dists, f"no installed distribution provides {module!r}: cannot map it"
         # A namespace package (langgraph) is spread over several distributions: one will do.
         if not any(_name(d) in installed for d in dists):
@@ -107,7 +112,9 @@ BLOCKS = _readme_blocks()
 
 def test_the_readme_has_a_python_block_for_every_framework_extra() -> None:
     covered = {extra for _, extra, _ in BLOCKS}
-    assert {"langchain", "openai-agents", "autogen", "claude"} <= covered
+    assert {"langchain", "openai-agents", "autogen", "claude", "crewai", "semantic-kernel",
+            "pydantic-ai", "llamaindex", "smolagents", "agno", "google-adk",
+            "agent-framework", "oap"} <= covered
 
 
 @pytest.mark.parametrize(("title", "extra", "code"), BLOCKS,
@@ -147,5 +154,6 @@ def test_a_served_package_imports_only_what_its_extra_installs(package: str, ext
 
 def test_frameworks_extra_installs_every_framework_extra() -> None:
     frameworks = _extra("frameworks")
-    for extra in ("langchain", "openai-agents", "autogen", "claude"):
+    for extra in ("langchain", "openai-agents", "autogen", "claude", "pydantic-ai", "llamaindex",
+                  "smolagents", "agno", "google-adk", "agent-framework"):
         assert _extra(extra) <= frameworks, extra

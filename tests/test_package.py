@@ -47,7 +47,9 @@ class Block:
         return None
 BLOCKED = {'redis', 'langchain', 'langchain_core', 'langgraph', 'agents', 'autogen_core',
            'autogen_agentchat', 'mcp', 'opentelemetry', 'claude_agent_sdk', 'fastapi',
-           'starlette', 'uvicorn', 'jsonschema', 'pytest', 'callguard'}
+           'starlette', 'uvicorn', 'jsonschema', 'pytest', 'callguard', 'crewai', 'pydantic_ai',
+           'semantic_kernel', 'llama_index', 'workflows', 'smolagents', 'agno', 'google',
+           'agent_framework', 'aport_guardrails'}
 sys.meta_path.insert(0, Block())
 import callwarden
 g = callwarden.Guard.from_dict({'version': 1, 'rules': [{'id': 'x', 'effect': 'deny'}]})
