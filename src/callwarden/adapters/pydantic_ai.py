@@ -73,7 +73,13 @@ from callwarden._messages import (
     undecided,
 )
 from callwarden.adapters._core import enforcer as enforcement_path
-from callwarden.exceptions import ApprovalError, ApprovalInvalid, ApprovalPending, RunHalted
+from callwarden.exceptions import (
+    ApprovalError,
+    ApprovalInvalid,
+    ApprovalPending,
+    CallwardenError,
+    RunHalted,
+)
 
 __all__ = ["FRAMEWORK", "AgentRunHalted", "CallwardenCapability"]
 
@@ -396,7 +402,7 @@ _CALL: ContextVar[_Slot | None] = ContextVar("callwarden_pydantic_ai_call", defa
 _CONTROL_FLOW = (CallDeferred, DeferForApproval, SkipToolExecution)
 
 
-class _Unappliable(Exception):
+class _Unappliable(CallwardenError):
     """A rewrite the tool's own schema rejects: the model is told to call it that way."""
 
 
