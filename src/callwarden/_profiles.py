@@ -38,8 +38,15 @@ ARG_ROLES: Mapping[str, tuple[str, ...]] = {
              "notebookPath", "dir_path", "dirPath", "directory", "target_file", "targetFile",
              "TargetFile", "absolute_path", "absolutePath", "AbsolutePath", "uri", "fileUri"),
     "url": ("url", "uri", "href", "endpoint"),
-    "recipient": ("to", "recipient", "recipients", "email", "cc", "bcc"),
+    "recipient": ("to", "recipient", "recipients", "email", "cc", "bcc", "attendees",
+                  "participants", "invitees", "guests", "share_with", "shared_with"),
     "amount": ("amount", "value", "sum"),
+    # The party paid (an IBAN, an account), the free text a call sends, a file by its id.
+    "payee": ("iban", "payee", "payee_iban", "beneficiary", "account", "account_number",
+              "to_account"),
+    "text": ("body", "text", "message", "content", "subject", "html", "markdown", "comment",
+             "description"),
+    "file_id": ("file_id", "fileId", "document_id", "documentId", "doc_id"),
     "query": ("query", "sql", "statement"),
     "code": ("code", "source"),
     # The file glob a search tool is restricted to (Grep's ``glob``, Gemini's ``include``).
@@ -78,6 +85,9 @@ class ToolProfile:
     name: str
     kind: str = "unknown"
     args: Mapping[str, str] = field(default_factory=dict)
+    #: role -> every argument playing it (``{"recipient": ("to", "cc", "bcc")}``), from the
+    #: profile's ``roles:``; a role not named here falls back on ``args`` and the usual names.
+    roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     side_effect: SideEffect | None = None
     requires_approval: bool | None = None
     source: str = "builtin"
@@ -96,6 +106,29 @@ class ToolProfile:
                 return args[candidate]
         return None
 
+    def arg_names(self, role: str) -> tuple[str, ...]:
+        """The names of the arguments that play ``role``: those the profile's ``roles:``
+        gives, else its ``args:`` entry, else the usual names of that role."""
+        names = self.roles.get(role)
+        if names is not None:
+            return names
+        name = self.args.get(role)
+        return (name,) if name is not None else ARG_ROLES.get(role, (role,))
+
+    def values(self, args: Mapping[str, Any], role: str) -> tuple[Any, ...]:
+        """Every value playing ``role`` in ``args``: each named argument that is present (a
+        dotted name reaches into a nested mapping), a list's items one by one."""
+        out: list[Any] = []
+        for name in self.arg_names(role):
+            value = _lookup(args, name)
+            if value is None:
+                continue
+            if isinstance(value, list | tuple):
+                out.extend(v for v in value if v is not None)
+            else:
+                out.append(value)
+        return tuple(out)
+
     @property
     def primary_role(self) -> str | None:
         """The role of the argument that says what the call does (command, path, url, ...)."""
@@ -109,6 +142,18 @@ class ToolProfile:
     def merged(self, **changes: Any) -> ToolProfile:
         """Returns a copy with ``changes`` applied."""
         return replace(self, **changes)
+
+
+def _lookup(args: Mapping[str, Any], name: str) -> Any:
+    value = args.get(name)
+    if value is not None or "." not in name:
+        return value
+    current: Any = args
+    for part in name.split("."):
+        if not isinstance(current, Mapping):
+            return None
+        current = current.get(part)
+    return current
 
 
 def _table(kind: str, *names: str) -> dict[str, str]:

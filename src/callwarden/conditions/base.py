@@ -67,6 +67,11 @@ class Subject:
         """The value of the argument playing ``role`` (``command``, ``path``, ``url`` ...)."""
         return self.profile.get(self.call.args, role)
 
+    def role_values(self, role: str) -> tuple[Any, ...]:
+        """Every value playing ``role`` (``recipient``: ``to``, ``cc``, ``bcc`` ...), lists
+        flattened; see ``ToolProfile.values``."""
+        return self.profile.values(self.call.args, role)
+
     @property
     def primary(self) -> Any:
         """The value of the tool's primary argument (its command, path, url ...)."""

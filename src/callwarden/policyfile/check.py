@@ -16,7 +16,7 @@ Path_ = tuple[str | int, ...]
 
 TOP_KEYS = ("version", "name", "description", "default", "mode", "on_error", "timeout",
              "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth", "lists", "state",
-             "extends", "workspace", "audit", "approvals", "mcp")
+             "extends", "workspace", "audit", "approvals", "mcp", "conditions")
 
 
 class Checker:

@@ -47,7 +47,13 @@ from callwarden.policyfile.names import Kinds
 from callwarden.policyfile.ownfiles import own_files, policy_files
 from callwarden.policyfile.permissions import permission_rules
 from callwarden.policyfile.providers import NotLoaded, ProviderAllowlist, ProviderMode
-from callwarden.policyfile.rules import RuleContext, compile_rule, parse_lists, parse_profiles
+from callwarden.policyfile.rules import (
+    RuleContext,
+    compile_rule,
+    parse_lists,
+    parse_named_conditions,
+    parse_profiles,
+)
 from callwarden.policyfile.settings import (
     LoadedPolicy,
     parse_approvals,
@@ -155,6 +161,11 @@ def compile_policy(
     allowlist = ProviderAllowlist.from_env() if allowed_providers is None \
         else ProviderAllowlist(allowed_providers)
     ctx = RuleContext(Kinds(profiles), providers, allowlist, PatternBudget())
+    for base in bases:
+        parse_named_conditions(base.data.get("conditions"), base.check,
+                               CompileEnv(base_dir=base.folder, lists=named_lists,
+                                          options=options), ctx)
+    parse_named_conditions(data.get("conditions"), check, env, ctx)
     examples: list[tuple[Path_, str, Mapping[str, Any]]] = []
     rules = _inherited_rules(bases, check, named_lists, options, ctx, profiles)
     _own_rules(data, check, lines, env, rules, examples, ctx, profiles)

@@ -43,8 +43,10 @@ class CaseResult:
 def decide_case(engine: Engine, case: Mapping[str, Any]) -> Decision:
     """Decides the call a test case describes."""
     fields = {k: case[k] for k in _CALL_FIELDS if k in case}
-    return engine.decide(case["tool"], case.get("args") or {}, context=case.get("context"),
-                         **fields)
+    context = case.get("context")
+    if "request" in case:  # the user's request: context.request, as guard.check(request=...)
+        context = {**(context or {}), "request": case["request"]}
+    return engine.decide(case["tool"], case.get("args") or {}, context=context, **fields)
 
 
 def run_case(engine: Engine, case: Mapping[str, Any], expected: str,
@@ -73,7 +75,8 @@ def run_case(engine: Engine, case: Mapping[str, Any], expected: str,
 EXAMPLE_EFFECTS = ("allow", "modify", "deny", "ask", "halt")
 
 
-_CASE_KEYS = ("tool", "args", "agent", "session", "principal", "framework", "context", "name")
+_CASE_KEYS = ("tool", "args", "agent", "session", "principal", "framework", "context",
+              "request", "name")
 
 
 def collect_examples(raw: Any, path: Path_, check: Checker,

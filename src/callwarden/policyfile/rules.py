@@ -4,6 +4,7 @@ selector, conditions (through the condition registry), rewrite, limit or provide
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,14 @@ from typing import Any
 
 from callwarden._decision import Effect, Mode, Phase
 from callwarden._profiles import ARG_ROLES, SideEffect, ToolProfile, default_profile, kind_side_effect
-from callwarden.conditions.base import CompileEnv, Matcher, condition_keys, get_condition
+from callwarden.conditions.base import (
+    CompileEnv,
+    Hit,
+    Matcher,
+    Subject,
+    condition_keys,
+    get_condition,
+)
 from callwarden.engine.limits import LimitSpec
 from callwarden.engine.rules import Rewrite, Rule, Selector
 from callwarden.exceptions import ConfigError
@@ -23,7 +31,7 @@ from callwarden.policyfile.names import Kinds, profile_kind_problem
 from callwarden.policyfile.providers import ProviderAllowlist, ProviderMode, compile_provider
 from callwarden.policyfile.yamlsrc import Lines
 
-__all__ = ["RuleContext", "compile_rule", "parse_lists", "parse_profiles"]
+__all__ = ["RuleContext", "compile_rule", "parse_lists", "parse_named_conditions", "parse_profiles"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,16 +49,20 @@ class RuleContext:
     providers: ProviderMode = "load"
     allowlist: ProviderAllowlist | None = None
     budget: PatternBudget = field(default_factory=PatternBudget)
+    #: the policy's named ``conditions:``, compiled once, for the rules' ``when:`` / ``unless:``
+    named: dict[str, list[tuple[str, Matcher]]] = field(default_factory=dict)
 
 _RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_error", "phase",
-              "use", "config", "examples", "set", "unset", "cap", "limit", "on")
+              "use", "config", "examples", "set", "unset", "cap", "limit", "on", "when", "unless")
 
 
 _MATCH_KEYS = ("tool", "kind", "side_effect", "agent", "principal", "framework")
 
 
-_PROFILE_KEYS = ("kind", "side_effect", "requires_approval", "args", "description",
+_PROFILE_KEYS = ("kind", "side_effect", "requires_approval", "args", "roles", "description",
                  *ARG_ROLES)
+_ROLE_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+_CONDITION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 
 def parse_lists(raw: Any, check: Checker, base_dir: Path,
@@ -114,8 +126,32 @@ def parse_profiles(raw: Any, check: Checker, lines: Lines) -> dict[str, ToolProf
                 else:
                     check.error((*path, role), "must be the name of an argument")
         out[str(name)] = ToolProfile(name=str(name), kind=kind, args=roles,
+                                     roles=_roles(spec.get("roles"), (*path, "roles"), check),
                                      side_effect=side_effect, requires_approval=requires,
                                      source=lines.source(path))
+    return out
+
+
+def _roles(raw: Any, path: Path_, check: Checker) -> dict[str, tuple[str, ...]]:
+    """A profile's ``roles:``: role -> the argument (or list of arguments) playing it."""
+    if raw is None:
+        return {}
+    hint = "e.g. roles: {recipient: [to, cc, bcc], text: body}"
+    if not isinstance(raw, Mapping):
+        check.error(path, "must map roles to argument names", hint)
+        return {}
+    out: dict[str, tuple[str, ...]] = {}
+    for role, names in raw.items():
+        if not isinstance(role, str) or not _ROLE_NAME.match(role):
+            check.error((*path, str(role)), "a role is a lower-case name such as recipient",
+                        "built-in roles: " + ", ".join(ARG_ROLES))
+            continue
+        listed = [names] if isinstance(names, str) else names
+        if not isinstance(listed, list) or not listed or not all(
+                isinstance(n, str) and n for n in listed):
+            check.error((*path, role), "must name an argument or a list of arguments", hint)
+            continue
+        out[role] = tuple(listed)
     return out
 
 
@@ -185,26 +221,11 @@ def compile_rule(raw: Any, path: Path_, check: Checker, lines: Lines, env: Compi
         if "use" in raw:
             check.error((*path, "use"), "a limit rule cannot delegate to a provider")
 
-    conditions: list[tuple[str, Matcher]] = []
-    for key in raw:
-        if key in conditions_known and key not in _RULE_KEYS:
-            factory = get_condition(key)
-            assert factory is not None
-            if ctx.budget.exhausted:
-                return None  # reported once, where it ran out; compile nothing more
-            try:
-                config = _expand_lists(raw[key], env)
-                if not ctx.budget.take(count_strings(config)):
-                    ctx.budget.refuse()
-                    check.error((*path, key), f"the policy compiles more than "
-                                f"{ctx.budget.limit:,} patterns", ctx.budget.hint)
-                    return None
-                conditions.append((key, factory(config, env)))
-            except ConfigError as e:
-                sub = (*path, key) if e.key is None else (*path, key, e.key)
-                check.error(sub, str(e), e.hint)
-            except Exception as e:  # a condition's own bug must still name the line
-                check.error((*path, key), f"invalid configuration: {e}")
+    own = _conditions(raw, path, check, env, ctx)
+    if own is None:
+        return None
+    when, unless = _named(raw, path, check, env, ctx)
+    conditions = [*when, *own, *unless]  # the named ones first: they guard what follows
 
     rewrite = None
     if any(k in raw for k in ("set", "unset", "cap")):
@@ -264,6 +285,114 @@ def _expand_lists(value: Any, env: CompileEnv) -> Any:
     if isinstance(value, Mapping):
         return {k: _expand_lists(v, env) for k, v in value.items()}
     return value
+
+
+def _conditions(raw: Mapping[str, Any], path: Path_, check: Checker, env: CompileEnv,
+                ctx: RuleContext) -> list[tuple[str, Matcher]] | None:
+    """The conditions among ``raw``'s keys, compiled; None once the pattern budget ran out."""
+    conditions_known = condition_keys()
+    conditions: list[tuple[str, Matcher]] = []
+    for key in raw:
+        if key in conditions_known and key not in _RULE_KEYS:
+            factory = get_condition(key)
+            assert factory is not None
+            if ctx.budget.exhausted:
+                return None  # reported once, where it ran out; compile nothing more
+            try:
+                config = _expand_lists(raw[key], env)
+                if not ctx.budget.take(count_strings(config)):
+                    ctx.budget.refuse()
+                    check.error((*path, key), f"the policy compiles more than "
+                                f"{ctx.budget.limit:,} patterns", ctx.budget.hint)
+                    return None
+                conditions.append((key, factory(config, env)))
+            except ConfigError as e:
+                sub = (*path, key) if e.key is None else (*path, key, e.key)
+                check.error(sub, str(e), e.hint)
+            except Exception as e:  # a condition's own bug must still name the line
+                check.error((*path, key), f"invalid configuration: {e}")
+    return conditions
+
+
+def parse_named_conditions(raw: Any, check: Checker, env: CompileEnv, ctx: RuleContext) -> None:
+    """A policy's ``conditions:`` (name -> conditions, as a rule writes them), compiled once
+    into ``ctx.named`` for the rules' ``when:`` and ``unless:``; a later policy's name wins."""
+    if raw is None:
+        return
+    hint = "e.g. conditions: {stranger: {roles: {recipient: {in: [contacts, request]}}}}"
+    if not isinstance(raw, Mapping):
+        check.error(("conditions",), "must map names to conditions", hint)
+        return
+    known = condition_keys()
+    for name, spec in raw.items():
+        path: Path_ = ("conditions", str(name))
+        if not isinstance(name, str) or not _CONDITION_NAME.match(name):
+            check.error(path, "a condition's name is a word such as known_party", hint)
+            continue
+        if not isinstance(spec, Mapping) or not spec:
+            check.error(path, "must be a mapping of conditions", hint)
+            continue
+        check.keys(spec, path, sorted(known - set(_RULE_KEYS)), f"the condition '{name}'")
+        compiled = _conditions(spec, path, check, env, ctx)
+        if compiled:
+            ctx.named[name] = compiled
+
+
+def _named(raw: Mapping[str, Any], path: Path_, check: Checker, env: CompileEnv,
+           ctx: RuleContext) -> tuple[list[tuple[str, Matcher]], list[tuple[str, Matcher]]]:
+    """A rule's ``when:`` (named conditions that must all hold) and ``unless:`` (named ones,
+    or conditions written in place: the rule does not apply when one of them holds)."""
+    out: list[tuple[str, Matcher]] = []
+    for name in _names(raw, "when", path, check):
+        out.extend(ctx.named.get(name, ()))
+        if name not in ctx.named:
+            check.error((*path, "when"), f"no condition named {name!r}",
+                        "define it under conditions:")
+    if "unless" not in raw:
+        return out, []
+    groups: list[tuple[str, list[tuple[str, Matcher]]]] = []
+    if isinstance(raw["unless"], Mapping):
+        inline = _conditions(raw["unless"], (*path, "unless"), check, env, ctx) or []
+        check.keys(raw["unless"], (*path, "unless"), sorted(condition_keys() - set(_RULE_KEYS)),
+                   "unless")
+        groups.append(("the conditions under unless", inline))
+    else:
+        for name in _names(raw, "unless", path, check):
+            if name not in ctx.named:
+                check.error((*path, "unless"), f"no condition named {name!r}",
+                            "define it under conditions:, or write the conditions in place")
+            else:
+                groups.append((name, ctx.named[name]))
+    return out, [("unless", _Unless(tuple(groups)))] if groups else []
+
+
+def _names(raw: Mapping[str, Any], key: str, path: Path_, check: Checker) -> list[str]:
+    value = raw.get(key)
+    if value is None:
+        return []
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        check.error((*path, key), "must name a condition or a list of conditions",
+                    f"e.g. {key}: known_party")
+        return []
+    return names
+
+
+class _Unless:
+    """Holds when none of its groups holds (a group holds when all its conditions do)."""
+
+    __slots__ = ("_groups",)
+
+    def __init__(self, groups: tuple[tuple[str, list[tuple[str, Matcher]]], ...]) -> None:
+        self._groups = groups
+
+    def __call__(self, subject: Subject) -> Hit | None:
+        for _, group in self._groups:
+            if group and all(matcher(subject) is not None for _, matcher in group):
+                return None
+        names = " nor ".join(name for name, _ in self._groups)
+        return Hit(f"neither {names} held" if len(self._groups) > 1 else f"{names} did not hold",
+                   "unless")
 
 
 def _selector(raw: Any, path: Path_, check: Checker, kinds: Kinds) -> Selector:

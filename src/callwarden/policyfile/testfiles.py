@@ -31,7 +31,7 @@ __all__ = ["run_inline_examples", "run_test_file"]
 
 _FILE_KEYS = ("policy", "cases", "name", "description")
 _TEST_CASE_KEYS = ("name", "tool", "args", "agent", "session", "principal", "framework",
-                   "context", "expect", "rule", "args_after")
+                   "context", "request", "expect", "rule", "args_after")
 _EFFECTS = tuple(e.value for e in Effect)
 
 
@@ -82,6 +82,8 @@ def _valid_test_case(case: Any, path: tuple[str | int, ...], check: Any) -> bool
     for key in ("args", "context", "args_after"):
         if case.get(key) is not None and not isinstance(case[key], Mapping):
             check.error((*path, key), "must be a mapping")
+    if "request" in case and not isinstance(case["request"], str):
+        check.error((*path, "request"), "must be the text of the user's request")
     return len(check.problems) == before
 
 
