@@ -49,7 +49,7 @@ BLOCKED = {'redis', 'langchain', 'langchain_core', 'langgraph', 'agents', 'autog
            'autogen_agentchat', 'mcp', 'opentelemetry', 'claude_agent_sdk', 'fastapi',
            'starlette', 'uvicorn', 'jsonschema', 'pytest', 'callguard', 'crewai', 'pydantic_ai',
            'semantic_kernel', 'llama_index', 'workflows', 'smolagents', 'agno', 'google',
-           'agent_framework', 'aport_guardrails'}
+           'agent_framework', 'aport_guardrails', 'publicsuffixlist'}
 sys.meta_path.insert(0, Block())
 import callwarden
 g = callwarden.Guard.from_dict({'version': 1, 'rules': [{'id': 'x', 'effect': 'deny'}]})

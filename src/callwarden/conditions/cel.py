@@ -13,7 +13,10 @@ expression is analysed when it is compiled and each call converts only what it r
   so a list of 100,000 contacts costs no more than a list of ten;
 - ``s.matches('literal')`` compiles its pattern on every call in the bindings (~11 µs): a
   literal pattern is compiled once here, with RE2 (the syntax CEL specifies), and the
-  expression calls it as a function of ours (``s.callwarden_matches_0()``).
+  expression calls it as a function of ours (``s.callwarden_matches_0()``);
+- the functions of ours (:mod:`callwarden.conditions.cel_functions`: ``s.lowerAscii()``,
+  ``luhn_valid(s)`` ...) are registered only for an expression that calls them, so one that
+  calls none runs with a plain dict, as before.
 
 Anything the analysis is unsure about falls back to passing the whole value: slower, never
 different.
@@ -33,21 +36,23 @@ from typing import Any, NamedTuple
 
 from callwarden.analysis.regex import searcher
 from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
+from callwarden.conditions.cel_functions import FUNCTIONS, STRING_BUILDERS, explain, functions_for
 from callwarden.exceptions import CelError, ConfigError, MissingDependency
 
 __all__ = ["CelCondition", "CelError"]
 
 VARIABLES = ("tool", "args", "agent", "session", "principal", "context", "kind", "lists",
-             "history")
-_MAP_VARIABLES = frozenset({"args", "context", "lists", "history"})
+             "history", "roles", "request")
+_MAP_VARIABLES = frozenset({"args", "context", "lists", "history", "roles", "request"})
 # Type names are identifiers in CEL (``type(x) == int``), not variables of ours.
 _TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
                          "null_type", "type", "dyn"})
 # Functions that cannot build a string that is neither in the call nor a literal; any other
-# call (``string(x)``, custom functions) or a ``+`` disables list narrowing.
+# call (``string(x)``, ``s.lowerAscii()``, unknown functions) or a ``+`` disables list narrowing.
 _NON_STRING_FUNCS = frozenset({"size", "has", "all", "exists", "exists_one", "filter", "map",
                                "contains", "startsWith", "endsWith", "matches", "int", "uint",
-                               "double", "bool", "type", "dyn"})
+                               "double", "bool", "type", "dyn"}) | (
+    frozenset(FUNCTIONS) - STRING_BUILDERS)
 # Tokens that may follow ``lists.name`` when it is the whole right operand of ``in``: they bind
 # looser than ``in`` (or close a group), so ``x in lists.a == y`` is ``(x in lists.a) == y``.
 _AFTER_IN_OPERAND = frozenset({None, ")", "]", "}", ",", "&&", "||", "?", ":", "==", "!=", "<",
@@ -102,8 +107,10 @@ class CelCondition:
 
     Variables: ``tool`` (string), ``args`` (map), ``agent``, ``session``, ``principal`` (string
     or null), ``context`` (map the caller passed), ``kind`` (the tool profile's kind),
-    ``lists`` (the policy's named lists, ``x in lists.contacts``) and ``history`` (map from
-    the engine, ``{count: 0, tools: {}}`` when none is given).
+    ``lists`` (the policy's named lists, ``x in lists.contacts``), ``history`` (map from
+    the engine, ``{count: 0, tools: {}}`` when none is given), ``roles`` (role -> the list of
+    values playing it, ``roles.recipient``) and ``request`` (``text``: the user's request,
+    and its entities one list per kind: ``request.emails``, ``request.ibans`` ...).
 
     Errors never allow silently: a missing key (``args.nope``), a type mismatch
     (``args.name > 1``), a failed conversion or a result that is not a bool raise
@@ -112,7 +119,10 @@ class CelCondition:
     implementation, ``&&`` and ``||`` absorb an error when the other side decides
     (``true || args.nope`` is ``true``). Numbers compare across int and double
     (``args.amount > 100`` holds for 150.5). Note that the Rust implementation's ``size()``
-    of a string counts UTF-8 bytes, not code points.
+    of a string counts UTF-8 bytes, not code points. Besides CEL's own functions, the
+    expression may call those of :mod:`callwarden.conditions.cel_functions`
+    (``args.to.lowerAscii()``, ``luhn_valid(args.card)`` ...): given arguments of other
+    types they fail as the built-ins do.
 
     Raises:
         ConfigError: when the expression is not a string, does not parse, reads an unknown
@@ -123,7 +133,7 @@ class CelCondition:
     """
 
     __slots__ = ("_contexts", "_functions", "_getters", "_history_tools", "_hit", "_lists",
-                 "_loops", "_member_lists", "_program", "expression")
+                 "_loops", "_member_lists", "_program", "_splits", "expression")
 
     def __init__(self, config: Any, env: CompileEnv) -> None:
         if not isinstance(config, str) or not config.strip():
@@ -140,9 +150,18 @@ class CelCondition:
             self._contexts = threading.local()
         except Exception as e:  # the bindings raise ValueError; anything else is as fatal
             raise ConfigError(f"invalid CEL expression: {e}", hint=_HINT) from e
+        called = self._program.functions()
+        try:
+            self._functions.update(functions_for(called))
+        except Exception as e:  # its data would not load: every call would be an error
+            raise ConfigError(f"a function of CEL expression {config!r:.120} cannot run: "
+                              f"{type(e).__name__}: {e}") from e
         tokens = _tokenize(config)
         # Unreadable to our lexer: assume loops nest, so large arguments are refused.
         self._loops = _loop_depth(tokens) if tokens is not None else 3
+        # ``s.split(sep)`` makes a list of a string: a loop over it costs the string's length.
+        self._splits = 0 if "split" not in called else self._loops if tokens is None else sum(
+            1 for i, t in enumerate(tokens[:-1]) if t.text == "split" and tokens[i + 1].text == "(")
         referenced = set(self._program.variables())
         plan = _plan(tokens, referenced, cel)
         unknown = sorted(referenced - set(VARIABLES) - _TYPE_NAMES - plan.bound)
@@ -256,12 +275,19 @@ class CelCondition:
     def _check_cost(self, activation: Mapping[str, Any]) -> None:
         """Refuses a call whose arguments would make the nested loops too long to run."""
         widest = max(_widest(value, 0) for value in activation.values())
-        if widest > 1 and widest ** self._loops > MAX_CEL_STEPS:
+        steps, what = widest ** self._loops, f"a collection of {widest:,} items"
+        if self._splits:
+            # Each ``split`` call site makes at most one loop level as long as the longest string.
+            longest = max(_longest_string(value, 0) for value in activation.values())
+            levels = min(self._splits, self._loops)
+            if longest > widest:
+                steps = longest ** levels * max(widest, 1) ** (self._loops - levels)
+                what = f"a string of {longest:,} characters to split"
+        if steps > MAX_CEL_STEPS:
             raise CelError(
                 f"CEL condition {self.expression!r:.120} was not evaluated: its loops nest "
-                f"{self._loops} deep and the call holds a collection of {widest:,} items, up "
-                f"to {widest ** self._loops:,} steps (at most {MAX_CEL_STEPS:,})",
-                expression=self.expression)
+                f"{self._loops} deep and the call holds {what}, up to {steps:,} steps (at most "
+                f"{MAX_CEL_STEPS:,})", expression=self.expression)
 
     def _error(self, e: BaseException) -> CelError:
         if isinstance(e, KeyError):
@@ -269,7 +295,7 @@ class CelCondition:
         elif _NOT_TEXT.__name__ in str(e):
             what = "matches() of a value that is not a string"
         else:
-            what = f"{type(e).__name__}: {e}"
+            what = explain(str(e)) or f"{type(e).__name__}: {e}"
         return CelError(f"CEL condition {self.expression!r:.120} failed: {what}",
                         expression=self.expression)
 
@@ -295,7 +321,27 @@ _WHOLE: Mapping[str, Callable[[Subject], Any]] = {
     "args": lambda s: s.call.args,
     "context": lambda s: s.call.context,
     "history": lambda s: s.memo.get("history") or _EMPTY_HISTORY,
+    "roles": lambda s: {role: list(s.role_values(role)) for role in _role_names(s)},
+    "request": lambda s: _request(s),
 }
+
+
+def _role_names(subject: Subject) -> tuple[str, ...]:
+    """The roles a call can have: the built-in ones and those its profile names."""
+    from callwarden._profiles import ARG_ROLES
+
+    return (*ARG_ROLES, *(r for r in subject.profile.roles if r not in ARG_ROLES))
+
+
+def _request(subject: Subject) -> dict[str, Any]:
+    """``request``: the user's request (``context.request``) as ``text`` and its entities,
+    one list per kind (``request.emails``); extracted once per text."""
+    from callwarden.analysis.entities import extract
+
+    context = subject.call.context
+    text = context.get("request") if context else None
+    text = text if isinstance(text, str) else ""
+    return {"text": text, **extract(text).as_dict()}
 
 
 class matches_needs_a_string:  # its name is what an error message shows
@@ -377,6 +423,8 @@ def _getter(name: str, keys: frozenset[str] | None) -> Callable[[Subject], Any]:
     if keys is None:
         return whole
     wanted = tuple(sorted(keys))
+    if name == "roles":  # only the roles the expression reads are collected
+        return lambda s: {role: list(s.role_values(role)) for role in wanted}
 
     def narrowed(s: Subject) -> Any:
         value = whole(s)
@@ -440,8 +488,10 @@ def _plan_tokens(tokens: list[_Token] | None, referenced: set[str], cel: Any) ->
         elif text[i + 1] == "(" and text[i - 1] == "." and i > 0:
             if tok.text not in _NON_STRING_FUNCS:
                 synthesizes = True
-            # ``.all(r, ...)`` and ``.all(k, v, ...)`` bind names, which may shadow ours.
-            if toks[i + 2:i + 3] and toks[i + 2].kind == "id" and text[i + 3] == ",":
+            # ``.all(r, ...)`` and ``.all(k, v, ...)`` bind names, which may shadow ours; the
+            # functions of ours are no macros (``s.replace(args.a, "b")`` binds nothing).
+            if toks[i + 2:i + 3] and toks[i + 2].kind == "id" and text[i + 3] == "," \
+                    and tok.text not in FUNCTIONS:
                 bound.add(toks[i + 2].text)
                 if toks[i + 4:i + 5] and toks[i + 4].kind == "id" and text[i + 5] == ",":
                     bound.add(toks[i + 4].text)
@@ -549,6 +599,21 @@ def _widest(value: Any, depth: int) -> int:
         return max(len(value), *(_widest(v, depth + 1) for v in value.values()), 0)
     if isinstance(value, list | tuple | set | frozenset):
         return max(len(value), *(_widest(v, depth + 1) for v in value), 0)
+    return 0
+
+
+def _longest_string(value: Any, depth: int) -> int:
+    """The length of the longest string in ``value`` (map keys too): ``split("")`` of it
+    makes a list one item per character."""
+    if isinstance(value, str):
+        return len(value)
+    if depth > _MAX_WALK_DEPTH:
+        return 0
+    if isinstance(value, Mapping):
+        return max(0, *(len(k) for k in value if isinstance(k, str)),
+                   *(_longest_string(v, depth + 1) for v in value.values()))
+    if isinstance(value, list | tuple | set | frozenset):
+        return max(0, *(_longest_string(v, depth + 1) for v in value))
     return 0
 
 

@@ -1,0 +1,178 @@
+"""The ``roles:`` condition: every value an argument role carries is known — in a named list or
+named by the user in this request.
+
+::
+
+    tools:
+      send_email: {kind: email, roles: {recipient: [to, cc, bcc], text: body}}
+    rules:
+      - id: strangers-need-approval
+        roles:
+          recipient: {in: [contacts, request]}          # e-mail addresses, case-folded
+          payee: {in: [payees, request]}                 # IBANs, without spaces
+          text: {find: urls, as: domain, in: [company_domains, request]}
+        effect: ask
+
+One rule covers every tool that has the role (a tool without a value for it passes). Values are
+compared after the same normalization on both sides (:mod:`callwarden.analysis.entities`):
+``as:`` says how (``email``, ``domain``, ``url``, ``iban``, ``card``, ``phone``, ``amount``,
+``date``, ``text``; by default the role's own: ``recipient`` → email, ``payee`` → iban, ``url``
+→ url, ``amount`` → amount, others → text), ``find:`` takes the entities of that kind out of free
+text first (the links of a body). ``in:`` lists where a value may come from: a named list of
+``lists:`` or ``request``, the entities of the user's request (``guard.check(...,
+request="...")``, the service's and hooks' ``context.request``). The condition holds — the rule
+applies — when some value is in none of them, or is not a value of that kind at all (``bob`` is
+no e-mail address); the reason names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+__all__ = ["RolesMatcher"]
+
+# ``as:`` -> the entity kind compared.
+_AS = {"email": "emails", "domain": "domains", "url": "urls", "iban": "ibans", "card": "cards",
+       "phone": "phones", "amount": "amounts", "date": "dates", "text": "quoted"}
+_ROLE_AS = {"recipient": "email", "payee": "iban", "url": "url", "amount": "amount"}
+_KEYS = ("in", "as", "find")
+_MAX_SHOWN = 80
+
+
+def _entities() -> ModuleType:
+    """callwarden.analysis.entities, imported when a policy first uses ``roles:`` (its
+    patterns and the public suffix list cost ~20 ms to load, which no other policy pays)."""
+    from callwarden.analysis import entities
+
+    return entities
+
+
+class _Check:
+    __slots__ = ("e", "find", "kind", "known", "request", "role", "sources")
+
+    def __init__(self, role: str, spec: Any, env: CompileEnv) -> None:
+        self.e = entities = _entities()
+        hint = "e.g. roles: {recipient: {in: [contacts, request]}}"
+        if not isinstance(spec, Mapping):
+            raise ConfigError("must be a mapping with in: [...]", key=role, hint=hint)
+        for key in spec:
+            if key not in _KEYS:
+                raise ConfigError(f"unknown key {key!r}", key=f"{role}.{key}",
+                                  hint="a role accepts in, as, find")
+        as_ = spec.get("as", _ROLE_AS.get(role, "text"))
+        if as_ not in _AS:
+            raise ConfigError(f"as: {as_!r} is not a kind of value", key=f"{role}.as",
+                              hint="as: " + ", ".join(_AS))
+        find = spec.get("find")
+        if find is not None and find not in entities.KINDS:
+            raise ConfigError(f"find: {find!r} is not a kind of entity", key=f"{role}.find",
+                              hint="find: " + ", ".join(entities.KINDS))
+        sources = spec.get("in")
+        if isinstance(sources, str):
+            sources = [sources]
+        if not isinstance(sources, list) or not sources or not all(
+                isinstance(s, str) for s in sources):
+            raise ConfigError("in: must list named lists and/or request", key=f"{role}.in",
+                              hint=hint)
+        self.role = role
+        self.kind = _AS[as_]
+        self.find = find
+        self.request = "request" in sources
+        known: set[str] = set()
+        for name in sources:
+            if name == "request":
+                continue
+            listed = name.removeprefix("lists.")
+            if listed not in env.lists:
+                raise ConfigError(f"no list named {listed!r}", key=f"{role}.in",
+                                  hint="define it under lists:, or use request")
+            for item in _items(env.lists[listed]):
+                known.update(self._normalized(str(item))[0])
+        # a value that could not be read safely is never known, whatever the list says
+        self.known = frozenset(k for k in known if not entities.is_rejected(k))
+        self.sources = " or ".join(f"lists.{s.removeprefix('lists.')}" if s != "request"
+                                   else "the user's request" for s in sources)
+
+    def _normalized(self, text: str) -> tuple[frozenset[str], bool]:
+        """(the values of this check's kind in ``text``, whether ``text`` held none)."""
+        entities = self.e
+        if self.find is not None:
+            found = entities.values_of(self.find, text)
+            if self.find != self.kind:
+                found = frozenset(f if entities.is_rejected(f) else
+                                  (entities.normalize(self.kind, f)
+                                   or entities.REJECTED_PREFIX + f) for f in found)
+            return found, False
+        values = entities.values_of(self.kind, text)
+        return values, not values
+
+    def unknown(self, subject: Subject) -> str | None:
+        """The first value not covered, described; None when every value is."""
+        entities = self.e
+        allowed = self.known
+        if self.request:
+            context = subject.call.context
+            request = context.get("request") if context else None
+            if isinstance(request, str) and request:
+                allowed = allowed | {v for v in entities.extract(request).of(self.kind)
+                                     if not entities.is_rejected(v)}
+        for value in subject.role_values(self.role):
+            text = value if isinstance(value, str) else str(value)
+            found, none = self._normalized(text)
+            if none:
+                return (f"{self.role} {_shown(text)} is not {_A[self.kind]}, so it cannot be "
+                        f"found in {self.sources}")
+            for item in sorted(found):
+                if entities.is_rejected(item):
+                    raw = item[len(entities.REJECTED_PREFIX):]
+                    return (f"{self.role} {_shown(raw)} cannot be read safely (hidden or "
+                            "look-alike characters, or not well formed), so it is not taken "
+                            f"for one in {self.sources}")
+                if item not in allowed:
+                    return f"{self.role} {_shown(item)} is not in {self.sources}"
+        return None
+
+
+_A = {"emails": "an e-mail address", "domains": "a domain", "urls": "a URL",
+      "ibans": "a valid IBAN", "cards": "a valid card number", "phones": "a phone number",
+      "amounts": "an amount", "dates": "a date", "quoted": "a text"}
+
+
+def _items(value: Any) -> list[Any]:
+    if isinstance(value, Mapping):
+        return list(value)  # a map list: its keys
+    if isinstance(value, list | tuple | set | frozenset):
+        return list(value)
+    return [value]
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= _MAX_SHOWN else value[:_MAX_SHOWN - 3] + "...")
+
+
+@register_condition("roles")
+class RolesMatcher:
+    """``roles: {ROLE: {in: [...], as: KIND, find: KIND}}``: holds when a value of a role is
+    known to none of the sources (see the module docstring)."""
+
+    __slots__ = ("_checks",)
+
+    def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
+        env = env or CompileEnv()
+        if not isinstance(config, Mapping) or not config:
+            raise ConfigError("roles: maps roles to where their values may come from",
+                              hint="e.g. roles: {recipient: {in: [contacts, request]}}")
+        self._checks = tuple(_Check(str(role), spec, env) for role, spec in config.items())
+
+    def __call__(self, subject: Subject) -> Hit | None:
+        for check in self._checks:
+            reason = check.unknown(subject)
+            if reason is not None:
+                return Hit(reason, "roles.unknown")
+        return None
