@@ -7,7 +7,7 @@ path (decide, settle an ask, run, screen the output, record the outcome).
 """
 
 from callwarden._messages import cannot_rewrite, describe_refusal, needs_approval
-from callwarden.adapters._core import Enforcer, as_guard, enforcer
+from callwarden.adapters._core import Enforcer, as_guard, enforcer, policy_tool
 
 __all__ = ["Enforcer", "as_guard", "cannot_rewrite", "describe_refusal", "enforcer",
-           "needs_approval"]
+           "needs_approval", "policy_tool"]

@@ -3,6 +3,7 @@ enforcement path it translates to and from."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -47,3 +48,45 @@ def enforcer(source: Any, *, framework: str, **options: Any) -> _enforce.Enforce
     if isinstance(source, _enforce.Enforcer):
         return source
     return Enforcer(source, framework=framework, **options)
+
+
+def policy_tool(source: Any, *, name: str = "check_policy", **fields: Any) -> Any:
+    """A tool to give the model: "would this call be allowed, asked or denied, and why?".
+
+    ``source`` is a :class:`Guard`, a policy file path or a dict; ``fields`` (``agent``,
+    ``session``, ``principal``, ``request`` ...) are used for every question. The returned
+    function ``check_policy(tool: str, arguments: dict) -> str`` decides with
+    :meth:`Guard.query` — limits read, not counted; no history recorded; nothing audited — and
+    answers with the effect and the message the model would get, never the policy's rules.
+    (``arguments`` is a JSON text, so strict tool schemas accept it; a dict works too.)
+    Wrap it as your framework's tool (LangChain ``tool(fn)``, OpenAI Agents
+    ``function_tool(fn)``, Pydantic AI ``Tool(fn)``, AutoGen ``FunctionTool(fn, ...)``).
+    """
+    guard = as_guard(source)
+
+    def check_policy(tool: str, arguments: str) -> str:
+        """Before calling a tool, asks whether the policy would allow this exact call.
+
+        Args:
+            tool: the name of the tool you want to call.
+            arguments: the call's arguments, as a JSON object.
+
+        Returns 'allow', 'allow with changes: ...', 'needs approval: ...', 'deny: ...' or
+        'halt: ...'."""
+        if not isinstance(tool, str) or not tool:
+            return "deny: name the tool to check"
+        try:
+            args = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError as e:
+            return f"deny: the arguments are not a JSON object ({e})"
+        decision = guard.query(tool, args, **fields)
+        effect = decision.effect.value
+        if effect == "allow":
+            return "allow"
+        if effect == "modify":
+            return f"allow with changes: {decision.message}"
+        label = {"ask": "needs approval", "deny": "deny", "halt": "halt"}.get(effect, effect)
+        return f"{label}: {decision.message}"
+
+    check_policy.__name__ = check_policy.__qualname__ = name
+    return check_policy
