@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect, OutcomeStatus
+from callwarden._flow import drive
+from callwarden._messages import output_unscreened
 from callwarden._settle import aresolve_ask, resolve_ask
 from callwarden.approvals import decision_digest
+from callwarden.engine.facts import output_facts, remember
 from callwarden.exceptions import ApprovalPending, ApprovalRequired, RunHalted, ToolDenied
 
 if TYPE_CHECKING:
@@ -382,12 +385,44 @@ class Enforcer:
                 ) -> tuple[Any, OutcomeStatus, bool, str | None, str | None]:
         check = self.guard.check_output(decision, result)
         if check is None or check.effect is Effect.ALLOW:
-            return result, OutcomeStatus.OK, False, None, None
+            return self._provenance(decision, (result, OutcomeStatus.OK, False, None, None))
         if check.effect is Effect.MODIFY:
-            return (check.output, OutcomeStatus.OUTPUT_MODIFIED, False, check.rule,
-                    check.source)
+            return self._provenance(decision, (check.output, OutcomeStatus.OUTPUT_MODIFIED,
+                                               False, check.rule, check.source))
         return (check.message, OutcomeStatus.OUTPUT_BLOCKED, check.effect is Effect.HALT,
                 check.rule, check.source)
+
+    def _provenance(self, decision: Decision,
+                    screened: tuple[Any, OutcomeStatus, bool, str | None, str | None]
+                    ) -> tuple[Any, OutcomeStatus, bool, str | None, str | None]:
+        """Remembers the entities of an untrusted output the model is about to see, for rules
+        about where a value came from (``untrusted:``, ``after_untrusted:``). An output whose
+        entities could not be remembered is withheld: the model must not act on values whose
+        origin the policy would no longer know."""
+        engine = self.guard.engine
+        if not engine.facts.untrusted:
+            return screened
+        call = decision.call
+        try:
+            values = output_facts(engine, engine.facts, call, screened[0])
+            if values is None or call.session is None:
+                return screened
+            deadline = _perf() + engine.settings.timeout
+            if drive(remember(engine.store, engine.clock, call.session, "untrusted", values,
+                              deadline)):
+                return screened
+            why = "the state store did not record where its content came from"
+        except Exception as e:  # fail closed: withhold what could not be recorded
+            why = f"{type(e).__name__}: {e}"
+        return (output_unscreened(call.tool, why), OutcomeStatus.OUTPUT_BLOCKED, False,
+                None, None)
+
+    def record_output(self, decision: Decision, output: Any) -> bool:
+        """For callers that run tools themselves and use only :meth:`check`: remembers an
+        untrusted output's entities (as running it through the enforcement path does);
+        returns False when they could not be recorded (do not show the output then)."""
+        screened = self._provenance(decision, (output, OutcomeStatus.OK, False, None, None))
+        return screened[1] is OutcomeStatus.OK
 
     def record_outcome(self, decision: Decision, status: str, started: float,
                        error: BaseException | None = None, *,

@@ -290,6 +290,14 @@ class Guard:
                 return _audit_failed(decision, e)
         return decision
 
+    def record_output(self, decision: Decision, output: Any) -> bool:
+        """For a tool you ran yourself after :meth:`check` allowed it: remembers what its
+        output brought into the session when the output is untrusted content (web pages,
+        inbound mail and chat), for rules about where a value came from (``untrusted:``,
+        ``after_untrusted:``) — as ``run`` and every adapter do. Returns False when that could
+        not be recorded: then do not show the output to the model."""
+        return self._path.record_output(decision, output)
+
     def query(self, tool: str, args: Any = None, **fields: Any) -> Decision:
         """What the policy would decide for a call, changing nothing: limits are read but
         not counted, the session history records nothing, and nothing is audited. Arguments

@@ -13,6 +13,7 @@ __all__ = [
     "SideEffect",
     "ToolProfile",
     "default_profile",
+    "untrusted_output",
 ]
 
 
@@ -88,6 +89,10 @@ class ToolProfile:
     #: role -> every argument playing it (``{"recipient": ("to", "cc", "bcc")}``), from the
     #: profile's ``roles:``; a role not named here falls back on ``args`` and the usual names.
     roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Whether what the tool returns is untrusted content (a web page, an inbound message):
+    #: True / False as the profile's ``output: untrusted | trusted`` says, None for the
+    #: default (``untrusted_output``).
+    untrusted: bool | None = None
     side_effect: SideEffect | None = None
     requires_approval: bool | None = None
     source: str = "builtin"
@@ -213,6 +218,24 @@ def default_profile(name: str) -> ToolProfile:
         return ToolProfile(name=name)
     args = _DEFAULT_ARGS.get(name.rpartition("__")[2], {})
     return ToolProfile(name=name, kind=kind, args=args, side_effect=_KIND_SIDE_EFFECT.get(kind))
+
+
+# Tools whose output is, by default, content from outside: the web, inbound mail and chat.
+_UNTRUSTED_KINDS = frozenset({"http", "search"})
+_UNTRUSTED_NAMES = frozenset({
+    "read_email", "get_email", "list_emails", "search_emails", "read_inbox", "get_emails",
+    "gmail_read", "gmail_search", "read_message", "read_messages", "get_messages",
+    "list_messages", "slack_read", "slack_history", "read_channel", "get_channel_history",
+})
+
+
+def untrusted_output(profile: ToolProfile) -> bool:
+    """Whether a tool's output counts as untrusted content: as its profile says, else for web
+    fetch and search tools and tools that read inbound mail or chat."""
+    if profile.untrusted is not None:
+        return profile.untrusted
+    return profile.kind in _UNTRUSTED_KINDS or \
+        profile.name.rpartition("__")[2] in _UNTRUSTED_NAMES
 
 
 def kind_side_effect(kind: str) -> SideEffect | None:

@@ -19,15 +19,16 @@ compared after the same normalization on both sides (:mod:`callwarden.analysis.e
 ``date``, ``text``; by default the role's own: ``recipient`` → email, ``payee`` → iban, ``url``
 → url, ``amount`` → amount, others → text), ``find:`` takes the entities of that kind out of free
 text first (the links of a body). ``in:`` lists where a value may come from: a named list of
-``lists:`` or ``request``, the entities of the user's request (``guard.check(...,
-request="...")``, the service's and hooks' ``context.request``). The condition holds — the rule
-applies — when some value is in none of them, or is not a value of that kind at all (``bob`` is
-no e-mail address); the reason names it.
+``lists:``, ``request`` — the entities of the user's request (``guard.check(...,
+request="...")``, the service's and hooks' ``context.request``) — or ``seen``, the values this
+role had in the session's earlier calls that ran (kept in the state store, state/_facts.py).
+The condition holds — the rule applies — when some value is in none of them, or is not a
+value of that kind at all (``bob`` is no e-mail address); the reason names it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
@@ -35,7 +36,7 @@ from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, re
 if TYPE_CHECKING:
     from types import ModuleType
 
-__all__ = ["RolesMatcher"]
+__all__ = ["RolesMatcher", "seen_values"]
 
 # ``as:`` -> the entity kind compared.
 _AS = {"email": "emails", "domain": "domains", "url": "urls", "iban": "ibans", "card": "cards",
@@ -54,7 +55,7 @@ def _entities() -> ModuleType:
 
 
 class _Check:
-    __slots__ = ("e", "find", "kind", "known", "request", "role", "sources")
+    __slots__ = ("e", "find", "kind", "known", "request", "role", "seen", "sources")
 
     def __init__(self, role: str, spec: Any, env: CompileEnv) -> None:
         self.e = entities = _entities()
@@ -84,9 +85,10 @@ class _Check:
         self.kind = _AS[as_]
         self.find = find
         self.request = "request" in sources
+        self.seen = "seen" in sources
         known: set[str] = set()
         for name in sources:
-            if name == "request":
+            if name in ("request", "seen"):
                 continue
             listed = name.removeprefix("lists.")
             if listed not in env.lists:
@@ -96,8 +98,8 @@ class _Check:
                 known.update(self._normalized(str(item))[0])
         # a value that could not be read safely is never known, whatever the list says
         self.known = frozenset(k for k in known if not entities.is_rejected(k))
-        self.sources = " or ".join(f"lists.{s.removeprefix('lists.')}" if s != "request"
-                                   else "the user's request" for s in sources)
+        self.sources = " or ".join(_SOURCE_NAMES.get(s, f"lists.{s.removeprefix('lists.')}")
+                                   for s in sources)
 
     def _normalized(self, text: str) -> tuple[frozenset[str], bool]:
         """(the values of this check's kind in ``text``, whether ``text`` held none)."""
@@ -122,6 +124,9 @@ class _Check:
             if isinstance(request, str) and request:
                 allowed = allowed | {v for v in entities.extract(request).of(self.kind)
                                      if not entities.is_rejected(v)}
+        if self.seen:
+            facts = subject.memo.get("facts") or {}
+            allowed = allowed | set((facts.get("seen") or {}).get(self.kind, ()))
         for value in subject.role_values(self.role):
             text = value if isinstance(value, str) else str(value)
             found, none = self._normalized(text)
@@ -139,6 +144,8 @@ class _Check:
         return None
 
 
+_SOURCE_NAMES = {"request": "the user's request",
+                 "seen": "the parties of this session's earlier calls"}
 _A = {"emails": "an e-mail address", "domains": "a domain", "urls": "a URL",
       "ibans": "a valid IBAN", "cards": "a valid card number", "phones": "a phone number",
       "amounts": "an amount", "dates": "a date", "quoted": "a text"}
@@ -161,7 +168,7 @@ class RolesMatcher:
     """``roles: {ROLE: {in: [...], as: KIND, find: KIND}}``: holds when a value of a role is
     known to none of the sources (see the module docstring)."""
 
-    __slots__ = ("_checks",)
+    __slots__ = ("_checks", "seen_roles", "uses_facts")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         env = env or CompileEnv()
@@ -169,6 +176,9 @@ class RolesMatcher:
             raise ConfigError("roles: maps roles to where their values may come from",
                               hint="e.g. roles: {recipient: {in: [contacts, request]}}")
         self._checks = tuple(_Check(str(role), spec, env) for role, spec in config.items())
+        #: (role, kind) whose values the engine remembers from calls that ran (``in: seen``).
+        self.seen_roles = tuple((c.role, c.kind) for c in self._checks if c.seen)
+        self.uses_facts = bool(self.seen_roles)
 
     def __call__(self, subject: Subject) -> Hit | None:
         for check in self._checks:
@@ -176,3 +186,16 @@ class RolesMatcher:
             if reason is not None:
                 return Hit(reason, "roles.unknown")
         return None
+
+
+def seen_values(subject: Subject, pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """The normalized values of the call's roles, per kind (``emails``, ``ibans`` ...), that
+    the engine remembers as seen once the call runs; unreadable values are left out."""
+    entities = _entities()
+    out: dict[str, list[str]] = {}
+    for role, kind in pairs:
+        for value in subject.role_values(role):
+            text = value if isinstance(value, str) else str(value)
+            out.setdefault(kind, []).extend(
+                v for v in sorted(entities.values_of(kind, text)) if not entities.is_rejected(v))
+    return {kind: values for kind, values in out.items() if values}

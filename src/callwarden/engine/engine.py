@@ -23,6 +23,7 @@ from callwarden._profiles import ToolProfile, default_profile
 from callwarden.analysis.globs import is_glob
 from callwarden.conditions.base import Subject
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
+from callwarden.engine.facts import FactsUse, read_step, remember_seen
 from callwarden.engine.index import Plan, RuleIndex, refuses_every_call
 from callwarden.engine.limits import describe_exceeded
 from callwarden.engine.output import OutputCheck, check_output
@@ -101,6 +102,7 @@ class Engine:
         "_refusals",
         "_sealed",
         "clock",
+        "facts",
         "rules",
         "settings",
         "store",
@@ -118,7 +120,8 @@ class Engine:
     ) -> None:
         self.rules = tuple(rules)
         self.settings = settings
-        if store is None and any(r.limit is not None or r.needs_history for r in self.rules):
+        if store is None and any(r.limit is not None or r.needs_history or r.needs_facts
+                                 for r in self.rules):
             from callwarden.state import MemoryStore
 
             store = MemoryStore()
@@ -126,6 +129,8 @@ class Engine:
         self.store = store
         # Every decision feeds the session history as soon as one rule reads it.
         self._records_history = any(r.needs_history for r in self.rules)
+        #: What the rules need of the session's facts (engine/facts.py).
+        self.facts = FactsUse.of(self.rules)
         # The parts of decisions one rule refused alone, per tool and verdict (_one_refusal).
         self._refusals: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         # Whether the store reads a history limited to some tools (a store of another
@@ -260,7 +265,8 @@ class Engine:
         plan = self._plans.get(tool)
         if plan is None or plan.profile is not profile:
             plan = self._index.plan(profile)
-        if self._records_history or not (plan.fast or (plan.counted and self._inline_store)):
+        if self._records_history or self.facts.reads or not (
+                plan.fast or (plan.counted and self._inline_store)):
             return None
         subject = Subject(call, profile)
         entries: list[Entry] = []
@@ -300,6 +306,12 @@ class Engine:
                 entries.append(self._store_error(history))
             else:
                 subject.memo["history"] = history.to_cel()
+        if self.facts.reads and call.session is not None:
+            found = yield read_step(store, call.session, deadline)
+            if isinstance(found, StoreFailure):
+                entries.append(self._store_error(found))
+            else:
+                subject.memo["facts"] = found.value if found is not None else {}
 
         for rule in plan.mutators:
             if rule.dynamic is not None and not rule.dynamic(call):
@@ -317,8 +329,8 @@ class Engine:
             if (verdict.effect is Effect.MODIFY and mode is Mode.ENFORCE
                     and verdict.args is not None):
                 current = current.replace_args(verdict.args)
-                subject = Subject(current, profile, {"history": subject.memo["history"]}
-                                  if "history" in subject.memo else None)
+                subject = Subject(current, profile, {k: subject.memo[k] for k in
+                                                     ("history", "facts") if k in subject.memo})
 
         # User policies among the validators all see the same final arguments: run them
         # first (through the driver), then the whole validate loop in rule order.
@@ -339,6 +351,8 @@ class Engine:
                 self._counted(owners, (yield step), now, entries)
 
         decision = self._decide(call, current, profile, entries, started, decision_id)
+        if self.facts.seen and not dry and call.session is not None and decision.effect.allows:
+            yield from remember_seen(self, subject, self.facts.seen, deadline)
         if history_session is not None and not recorded:
             assert store is not None
             # A failed write only loses history; the next read of it fails closed.

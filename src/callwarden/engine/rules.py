@@ -205,6 +205,7 @@ class Rule:
         "limit",
         "message",
         "mode",
+        "needs_facts",
         "needs_history",
         "on_error",
         "order",
@@ -250,6 +251,9 @@ class Rule:
         self.limit = limit
         #: True when a condition reads the session history (the engine then loads it).
         self.needs_history = any(getattr(c, "uses_history", False) for _, c in self.conditions)
+        #: True when a condition reads the session's facts (state/_facts.py): the engine then
+        #: loads them, and remembers what calls and untrusted outputs bring.
+        self.needs_facts = any(getattr(c, "uses_facts", False) for _, c in self.conditions)
         #: The tools whose history entries those conditions read, or None for any.
         self.history_tools = union_of_tools(
             getattr(c, "history_tools", None) for _, c in self.conditions

@@ -59,8 +59,8 @@ _RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_err
 _MATCH_KEYS = ("tool", "kind", "side_effect", "agent", "principal", "framework")
 
 
-_PROFILE_KEYS = ("kind", "side_effect", "requires_approval", "args", "roles", "description",
-                 *ARG_ROLES)
+_PROFILE_KEYS = ("kind", "side_effect", "requires_approval", "args", "roles", "output",
+                 "description", *ARG_ROLES)
 _ROLE_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 _CONDITION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 
@@ -125,8 +125,11 @@ def parse_profiles(raw: Any, check: Checker, lines: Lines) -> dict[str, ToolProf
                     roles[role] = spec[role]
                 else:
                     check.error((*path, role), "must be the name of an argument")
+        output = check.choice(spec["output"], (*path, "output"), ("untrusted", "trusted")) \
+            if "output" in spec else None
         out[str(name)] = ToolProfile(name=str(name), kind=kind, args=roles,
                                      roles=_roles(spec.get("roles"), (*path, "roles"), check),
+                                     untrusted=None if not output else output == "untrusted",
                                      side_effect=side_effect, requires_approval=requires,
                                      source=lines.source(path))
     return out

@@ -1,0 +1,140 @@
+"""Where a value came from: ``untrusted:`` and ``after_untrusted:``.
+
+Tools whose output is untrusted content — web fetch and search, tools reading inbound mail or
+chat, any tool whose profile says ``output: untrusted`` — have the entities of their results
+(URLs, e-mail addresses, domains, IBANs, phone numbers) remembered for the session when they
+run through the enforcement path (``guard.run``, every adapter, the service's ``/v1/outcome``)
+or are passed to ``guard.record_output``; they are kept in the state store, so every process
+of the session knows them (state/_facts.py)::
+
+    rules:
+      - id: links-from-pages-need-approval
+        untrusted: [url, recipient]      # a value of these roles came from untrusted content
+        effect: ask
+      - id: after-reading-the-web-new-parties-ask
+        after_untrusted: true            # the session read untrusted content (or: 1h)
+        roles: {recipient: {in: [contacts, request, seen]}}
+        effect: ask
+
+``untrusted:`` holds when a value of one of the roles appeared in untrusted output of this
+session and is not among the user's request's entities (what the user asked for is the user's,
+wherever else it also appeared). ``after_untrusted:`` holds once the session has read untrusted
+content, or within the given time since it last did.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from callwarden._units import parse_duration
+from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
+
+__all__ = ["AfterUntrusted", "Untrusted", "seen_in_output"]
+
+# The role -> the kind of entity its values are compared as, as in ``roles:``.
+_ROLE_KIND = {"recipient": "emails", "payee": "ibans", "url": "urls"}
+_KINDS = ("urls", "emails", "domains", "ibans", "phones")
+
+
+@register_condition("untrusted")
+class Untrusted:
+    """``untrusted: [ROLE, ...]`` (or ``{ROLE: KIND}``): holds when a value of those roles
+    came from untrusted tool output in this session and not from the user's request."""
+
+    __slots__ = ("_roles", "reads_untrusted", "uses_facts")
+
+    def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
+        hint = "e.g. untrusted: [url, recipient] (or {text: urls} for the links in a text)"
+        if isinstance(config, str):
+            config = [config]
+        if isinstance(config, list) and config and all(isinstance(r, str) for r in config):
+            pairs = [(r, _ROLE_KIND.get(r)) for r in config]
+            missing = [r for r, k in pairs if k is None]
+            if missing:
+                raise ConfigError(f"say which kind of value {missing[0]!r} holds", hint=hint)
+            roles = [(r, str(k)) for r, k in pairs]
+        elif isinstance(config, Mapping) and config:
+            roles = [(str(r), str(k)) for r, k in config.items()]
+        else:
+            raise ConfigError("untrusted: names roles", hint=hint)
+        for role, kind in roles:
+            if kind not in _KINDS:
+                raise ConfigError(f"{role}: {kind!r} is not a kind remembered from output",
+                                  key=role, hint="kinds: " + ", ".join(_KINDS))
+        self._roles = tuple(roles)
+        self.uses_facts = self.reads_untrusted = True
+
+    def __call__(self, subject: Subject) -> Hit | None:
+        facts = subject.memo.get("facts") or {}
+        untrusted = facts.get("untrusted") or {}
+        if not untrusted:
+            return None
+        from callwarden.analysis import entities
+
+        context = subject.call.context
+        request = context.get("request") if context else None
+        said = entities.extract(request) if isinstance(request, str) and request else None
+        for role, kind in self._roles:
+            tainted = untrusted.get(kind)
+            if not tainted:
+                continue
+            tainted_set = set(tainted)
+            for value in subject.role_values(role):
+                text = value if isinstance(value, str) else str(value)
+                for item in sorted(entities.values_of(kind, text)):
+                    if item in tainted_set and (said is None or item not in said.of(kind)):
+                        return Hit(f"{role} {item!r} came from untrusted content read in this "
+                                   "session, not from the user's request", "untrusted.value")
+        return None
+
+
+@register_condition("after_untrusted")
+class AfterUntrusted:
+    """``after_untrusted: true`` (or a duration such as ``1h``): holds once the session has
+    read untrusted content (within that time since it last did)."""
+
+    __slots__ = ("_within", "reads_untrusted", "uses_facts")
+
+    def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
+        if config is True:
+            self._within: float | None = None
+        elif isinstance(config, str | int | float) and not isinstance(config, bool):
+            try:
+                self._within = parse_duration(config)
+            except ValueError as e:
+                raise ConfigError(str(e), hint="e.g. after_untrusted: 1h") from e
+        else:
+            raise ConfigError("after_untrusted: is true or a duration",
+                              hint="e.g. after_untrusted: true, or after_untrusted: 30m")
+        self.uses_facts = self.reads_untrusted = True
+
+    def __call__(self, subject: Subject) -> Hit | None:
+        facts = subject.memo.get("facts") or {}
+        read_at = facts.get("untrusted_at")
+        if not isinstance(read_at, int | float):
+            return None
+        if self._within is not None and subject.call.timestamp - read_at > self._within:
+            return None
+        return Hit("the session read untrusted content", "untrusted.after")
+
+
+_MAX_OUTPUT_CHARS = 200_000
+
+
+def seen_in_output(output: Any) -> dict[str, list[str]]:
+    """The entities of an untrusted output to remember, per kind (unreadable ones left out:
+    they never match a value anyway)."""
+    from callwarden.analysis import entities
+
+    if isinstance(output, str):
+        text = output
+    else:
+        try:
+            text = json.dumps(output, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            text = str(output)
+    text = text[:_MAX_OUTPUT_CHARS]
+    return {kind: sorted(v for v in entities.values_of(kind, text)
+                         if not entities.is_rejected(v)) for kind in _KINDS}
