@@ -80,11 +80,11 @@ class Untrusted:
             tainted = untrusted.get(kind)
             if not tainted:
                 continue
-            tainted_set = set(tainted)
             for value in subject.role_values(role):
                 text = value if isinstance(value, str) else str(value)
                 for item in sorted(entities.values_of(kind, text)):
-                    if item in tainted_set and (said is None or item not in said.of(kind)):
+                    # a call holds a few values: scanning the list beats building a set of it
+                    if item in tainted and (said is None or item not in said.of(kind)):
                         return Hit(f"{role} {item!r} came from untrusted content read in this "
                                    "session, not from the user's request", "untrusted.value")
         return None

@@ -34,6 +34,7 @@ from callwarden.exceptions import InvalidCall, InvalidResult
 from callwarden.state._base import Counter, HistoryEntry, LimitStore
 
 __all__ = ["Engine", "Settings"]
+_CARRIED = ("history", "facts", "facts_record")  # a rewrite's new Subject keeps these of the memo
 
 # Samples for :meth:`Engine.warm`: a shell command with a pipe, a redirect and two programs, a
 # file read, a file write, a URL and a glob, under the tool names most agents use.
@@ -129,8 +130,7 @@ class Engine:
         self.store = store
         # Every decision feeds the session history as soon as one rule reads it.
         self._records_history = any(r.needs_history for r in self.rules)
-        #: What the rules need of the session's facts (engine/facts.py).
-        self.facts = FactsUse.of(self.rules)
+        self.facts = FactsUse.of(self.rules)  #: what the rules need of session facts
         # The parts of decisions one rule refused alone, per tool and verdict (_one_refusal).
         self._refusals: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         # Whether the store reads a history limited to some tools (a store of another
@@ -312,6 +312,7 @@ class Engine:
                 entries.append(self._store_error(found))
             else:
                 subject.memo["facts"] = found.value if found is not None else {}
+                subject.memo["facts_record"] = found
 
         for rule in plan.mutators:
             if rule.dynamic is not None and not rule.dynamic(call):
@@ -330,7 +331,7 @@ class Engine:
                     and verdict.args is not None):
                 current = current.replace_args(verdict.args)
                 subject = Subject(current, profile, {k: subject.memo[k] for k in
-                                                     ("history", "facts") if k in subject.memo})
+                                                     _CARRIED if k in subject.memo})
 
         # User policies among the validators all see the same final arguments: run them
         # first (through the driver), then the whole validate loop in rule order.

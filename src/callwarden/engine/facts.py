@@ -19,17 +19,20 @@ from callwarden.state._facts import FACTS_TTL, facts_key, merged
 __all__ = ["FactsUse", "output_facts", "read_step", "remember", "remember_seen"]
 
 _TRIES = 4
+_UNREAD: Any = object()
 
 
 def remember(store: Any, clock: Callable[[], float], session: str, category: str,
-             values: Mapping[str, Any], deadline: float) -> Flow[bool]:
+             values: Mapping[str, Any], deadline: float, *, found: Any = _UNREAD) -> Flow[bool]:
     """Adds ``values`` (kind -> strings) under ``category`` of the session's facts; True once
     written, False when the store failed or other writers won every try. A seen party that is
     lost only makes a ``seen`` rule stricter; the enforcement path withholds an untrusted output
-    whose values could not be remembered."""
+    whose values could not be remembered. ``found``: the record as just read (the first try
+    merges into it instead of reading it again)."""
     key = facts_key(session)
     for _ in range(_TRIES):
-        found = yield StoreStep(store.get, store.aget, (key,), {}, deadline)
+        if found is _UNREAD:
+            found = yield StoreStep(store.get, store.aget, (key,), {}, deadline)
         if isinstance(found, StoreFailure):
             return False
         value = merged(found.value if found is not None else None, category, values, clock())
@@ -38,6 +41,7 @@ def remember(store: Any, clock: Callable[[], float], session: str, category: str
                                   {"ttl": FACTS_TTL}, deadline)
         if written is True:
             return True
+        found = _UNREAD
     return False
 
 
@@ -71,12 +75,17 @@ def read_step(store: Any, session: str, deadline: float) -> StoreStep:
 
 def remember_seen(engine: Any, subject: Subject, pairs: tuple[tuple[str, str], ...],
                   deadline: float) -> Flow[bool]:
-    """Remembers the values of a call that runs, for ``in: seen``."""
+    """Remembers the values of a call that runs, for ``in: seen``; nothing is written when the
+    facts read for this decision hold them already (the usual case in a long session)."""
     seen = seen_values(subject, pairs)
     if not seen or subject.call.session is None:
         return False
+    known = (subject.memo.get("facts") or {}).get("seen") or {}
+    if all(set(values) <= set(known.get(kind, ())) for kind, values in seen.items()):
+        return True
+    found = subject.memo.get("facts_record", _UNREAD)
     return (yield from remember(engine.store, engine.clock, subject.call.session, "seen", seen,
-                                deadline))
+                                deadline, found=found))
 
 
 def output_facts(engine: Any, use: FactsUse, call: ToolCall, output: Any

@@ -1,0 +1,108 @@
+"""A 50-rule assistant policy using the policy language of issue 19 — roles, the user's request,
+named conditions and unless, seen parties, provenance, the CEL string and validation functions —
+deciding warm calls in a session with a 100-call history and 1,000 remembered untrusted values.
+
+Run: .venv/bin/python bench/bench_assistant.py
+
+Memory store (the default). Prints the median µs per decision for each call of a mix (e-mail,
+calendar, payment, fetch, file tools) and the median over the mix; the goal is <= 10 µs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from callwarden import Guard
+from callwarden.state._facts import facts_key
+
+SESSION = "bench-session"
+REQUEST = ("Please send the Q3 notes to carol@example.org and book the review with "
+           "alice@corp.example on 2026-12-03; pay the invoice to GB82 WEST 1234 5698 7654 32")
+
+
+def policy() -> dict[str, Any]:
+    rules: list[dict[str, Any]] = [
+        {"id": "strangers-ask", "when": "stranger", "unless": "internal_only", "effect": "ask"},
+        {"id": "new-party-after-content", "after_untrusted": True, "effect": "ask",
+         "roles": {"recipient": {"in": ["contacts", "request", "seen"]}}},
+        {"id": "new-payees", "roles": {"payee": {"in": ["payees", "request"]}}, "effect": "ask"},
+        {"id": "links-home", "match": {"kind": ["email", "message"]}, "effect": "ask",
+         "roles": {"text": {"find": "urls", "as": "domain", "in": ["company", "request"]}}},
+        {"id": "urls-from-content", "untrusted": ["url", "recipient"], "effect": "ask"},
+        {"id": "codes-stay", "match": {"kind": ["email", "message"]}, "effect": "deny",
+         "if": "roles.text.exists(t, t.containsIgnoreCase('verification code'))"},
+        {"id": "big-payments", "match": {"kind": "payment"}, "effect": "ask",
+         "if": "has(args.amount) && args.amount > 1000"},
+        {"id": "bad-iban", "match": {"kind": "payment"}, "effect": "deny",
+         "if": "has(args.iban) && !iban_valid(args.iban)"},
+        {"id": "external-domains", "match": {"kind": "email"}, "effect": "ask",
+         "if": "has(args.to) && !(registrable_domain(args.to) in lists.company)"
+               " && !(args.to.lowerAscii() in request.emails)"},
+        {"id": "no-ssh-keys", "match": {"kind": "file.read"}, "paths": {"sensitive": True},
+         "effect": "deny"},
+        {"id": "fetch-private", "match": {"kind": "http"}, "urls": {"block_private": True},
+         "effect": "deny"},
+    ]
+    # Filler rules of the kinds a real policy has: argument values per tool.
+    for i in range(50 - len(rules)):
+        rules.append({"id": f"tool-{i}-prod", "match": {"tool": f"internal_tool_{i}"},
+                      "args": {"env": "prod"}, "effect": "deny"})
+    return {
+        "version": 1,
+        "lists": {"contacts": ["alice@corp.example", "bob.smith@partner.example"],
+                  "payees": ["DE89 3704 0044 0532 0130 00"],
+                  "company": ["corp.example", "partner.example"]},
+        "tools": {
+            "send_email": {"kind": "email", "roles": {"recipient": ["to", "cc", "bcc"],
+                                                      "text": ["subject", "body"]}},
+            "create_event": {"roles": {"recipient": "attendees", "text": "title"}},
+            "transfer": {"kind": "payment", "roles": {"payee": "iban"}},
+        },
+        "conditions": {
+            "stranger": {"roles": {"recipient": {"in": ["contacts", "request", "seen"]}}},
+            "internal_only": {"roles": {"recipient": {"in": ["company"], "as": "domain"}}},
+        },
+        "rules": rules,
+    }
+
+
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("send_email", {"to": "carol@example.org", "subject": "Q3 notes",
+                    "body": "Notes at https://wiki.corp.example/q3"}),
+    ("create_event", {"attendees": ["alice@corp.example"], "title": "Q3 review"}),
+    ("transfer", {"iban": "GB82WEST12345698765432", "amount": 420}),
+    ("web_fetch", {"url": "https://docs.python.org/3/"}),
+    ("read_file", {"path": "notes/q3.md"}),
+]
+
+
+def main() -> None:
+    guard = Guard.from_dict(policy())
+    assert len(guard.engine.rules) == 50
+    # 100 calls of history in the session, and 1,000 untrusted values remembered.
+    for i in range(100):
+        guard.check("read_file", {"path": f"notes/{i}.md"}, session=SESSION, request=REQUEST)
+    untrusted = {"urls": [f"https://site{i}.example/page" for i in range(600)],
+                 "emails": [f"person{i}@mail{i}.example" for i in range(400)]}
+    guard.engine.store.put(facts_key(SESSION), {"untrusted": untrusted,  # type: ignore[union-attr]
+                                                "untrusted_at": time.time()}, ttl=None)
+    medians = []
+    print(f"{'call':14} {'effect':7} {'median µs':>10}")
+    for tool, args in CALLS:
+        decide = lambda: guard.check(tool, args, session=SESSION, request=REQUEST)  # noqa: E731
+        effect = decide().effect.value
+        runs = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            for _ in range(500):
+                decide()
+            runs.append((time.perf_counter() - t0) / 500 * 1e6)
+        medians.append(statistics.median(runs))
+        print(f"{tool:14} {effect:7} {medians[-1]:10.1f}")
+    print(f"{'mix median':22} {statistics.median(medians):10.1f}   (goal <= 10 µs)")
+
+
+if __name__ == "__main__":
+    main()
