@@ -10,7 +10,9 @@ expression is analysed when it is compiled and each call converts only what it r
   are never walked;
 - a named list used only as ``x in lists.name`` is passed as the few of its items that could
   possibly be tested (the strings present in the call and the expression's string literals),
-  so a list of 100,000 contacts costs no more than a list of ten;
+  so a list of 100,000 contacts costs no more than a list of ten; a map list read only by
+  keys from the call (``lists.files[args.file_id].name``) as the entries of those keys
+  (:mod:`callwarden.conditions.cel_lists`);
 - ``s.matches('literal')`` compiles its pattern on every call in the bindings (~11 µs): a
   literal pattern is compiled once here, with RE2 (the syntax CEL specifies), and the
   expression calls it as a function of ours (``s.callwarden_matches_0()``);
@@ -37,6 +39,7 @@ from typing import Any, NamedTuple
 from callwarden.analysis.regex import searcher
 from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
 from callwarden.conditions.cel_functions import FUNCTIONS, STRING_BUILDERS, explain, functions_for
+from callwarden.conditions.cel_lists import ListBinder, keyed_maps
 from callwarden.exceptions import CelError, ConfigError, MissingDependency
 
 __all__ = ["CelCondition", "CelError"]
@@ -107,7 +110,8 @@ class CelCondition:
 
     Variables: ``tool`` (string), ``args`` (map), ``agent``, ``session``, ``principal`` (string
     or null), ``context`` (map the caller passed), ``kind`` (the tool profile's kind),
-    ``lists`` (the policy's named lists, ``x in lists.contacts``), ``history`` (map from
+    ``lists`` (the policy's named lists, ``x in lists.contacts``; a map list's entries,
+    ``lists.files[args.file_id].name``, a missing key an error), ``history`` (map from
     the engine, ``{count: 0, tools: {}}`` when none is given), ``roles`` (role -> the list of
     values playing it, ``roles.recipient``) and ``request`` (``text``: the user's request,
     and its entities one list per kind: ``request.emails``, ``request.ibans`` ...).
@@ -133,7 +137,7 @@ class CelCondition:
     """
 
     __slots__ = ("_contexts", "_functions", "_getters", "_history_tools", "_hit", "_lists",
-                 "_loops", "_member_lists", "_program", "_splits", "expression")
+                 "_loops", "_program", "_splits", "expression")
 
     def __init__(self, config: Any, env: CompileEnv) -> None:
         if not isinstance(config, str) or not config.strip():
@@ -170,7 +174,7 @@ class CelCondition:
                 f"CEL expression uses unknown variable(s) {', '.join(unknown)}",
                 hint=f"available variables: {', '.join(VARIABLES)}",
             )
-        lists = _cel_lists(env.lists)
+        lists = env.lists
         list_keys = plan.keys.get("lists")
         for name in sorted(list_keys or ()):
             if name not in lists:
@@ -186,18 +190,17 @@ class CelCondition:
             (name, _getter(name, plan.keys[name])) for name in VARIABLES
             if name in plan.keys and name != "lists"
         )
-        # Named lists are converted to CEL-ready tuples once; only membership-narrowed lists
-        # are (cheaply) rebuilt per call.
-        self._lists: dict[str, tuple[str, ...]] | None = None
-        self._member_lists: tuple[tuple[str, frozenset[str], tuple[str, ...]], ...] = ()
+        # Named lists are converted to CEL-ready values once; only narrowed lists are
+        # (cheaply) rebuilt per call.
+        self._lists: ListBinder | None = None
         if "lists" in plan.keys:
             names = sorted(lists) if list_keys is None else sorted(list_keys)
-            self._lists = {n: lists[n][0] for n in names if n not in plan.membership}
-            # Strings that need no call to exist: literals, and the items of lists passed whole.
-            static = set(plan.literals).union(*(lists[n][1] for n in self._lists))
-            self._member_lists = tuple(
-                (n, lists[n][1], tuple(static & lists[n][1])) for n in sorted(plan.membership)
-            )
+            maps = frozenset(n for n in names if isinstance(lists[n], Mapping))
+            keyed, selected = keyed_maps(
+                tokens, maps, frozenset(VARIABLES) - {"lists"}, cel,
+            ) if maps and tokens is not None and list_keys is not None else (frozenset(),) * 2
+            self._lists = ListBinder({n: lists[n] for n in names}, plan.membership, keyed,
+                                     plan.literals | selected)
 
     @property
     def uses_history(self) -> bool:
@@ -258,19 +261,22 @@ class CelCondition:
         ctx.update(activation)  # the same variables every call: each is replaced
         return ctx
 
+    @property
+    def _member_lists(self) -> tuple[tuple[str, frozenset[str], tuple[str, ...]], ...]:
+        """The set lists narrowed per call: (name, items, the literals among them)."""
+        return () if self._lists is None else self._lists.sets
+
     def _lists_for(self, activation: Mapping[str, Any]) -> dict[str, Any]:
-        lists: dict[str, Any] = dict(self._lists or ())
-        if self._member_lists:
-            candidates: set[str] = set()
-            complete = True
-            for value in activation.values():
-                complete = _collect_strings(value, candidates, 0) and complete
-            for name, members, literal_hits in self._member_lists:
-                lists[name] = (
-                    [*literal_hits, *(s for s in candidates if s in members)]
-                    if complete else tuple(members)
-                )
-        return lists
+        binder = self._lists
+        if binder is None:
+            return {}
+        if not binder.narrows:
+            return binder.bind(set())
+        candidates: set[str] = set()
+        complete = True
+        for value in activation.values():
+            complete = _collect_strings(value, candidates, 0) and complete
+        return binder.bind(candidates if complete else None)
 
     def _check_cost(self, activation: Mapping[str, Any]) -> None:
         """Refuses a call whose arguments would make the nested loops too long to run."""
@@ -621,15 +627,6 @@ def _retryable(e: Exception) -> bool:
     text = str(e)
     return (isinstance(e, ValueError) and text.startswith("Conversion Error")) or (
         "Unsupported operation" in text or "No such overload" in text)
-
-
-def _cel_lists(lists: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], frozenset[str]]]:
-    """name -> (items in order, as CEL receives them; the same as a set, for membership)."""
-    out = {}
-    for name, items in lists.items():
-        ordered = (items,) if isinstance(items, str) else tuple(items)  # NamedList keeps order
-        out[name] = (ordered, frozenset(ordered))
-    return out
 
 
 def _collect_strings(value: Any, out: set[str], depth: int) -> bool:
