@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from _scenario import POLICY, SECRET
 from agent_framework import (
     Agent,
     BaseChatClient,
@@ -20,25 +21,6 @@ from agent_framework import (
 )
 
 from callwarden.adapters.agent_framework import CallwardenMiddleware
-
-SECRET = "aws_secret_access_key = 9dKq3LwZt8vB2nX7pR4sY6uA1cE5gH0jM3oQ8wT2"
-
-POLICY: dict[str, Any] = {
-    "version": 1,
-    "default": "allow",
-    "rules": [
-        {"id": "no-delete", "match": {"tool": "delete_file"}, "effect": "deny",
-         "message": "Deleting files is not allowed; move them to trash/ instead."},
-        {"id": "cap-search", "match": {"tool": "search"}, "cap": {"limit": 5},
-         "effect": "modify"},
-        {"id": "deploy-asks", "match": {"tool": "deploy"}, "effect": "ask",
-         "message": "Deploys need a human."},
-        {"id": "stop-on-wipe", "match": {"tool": "wipe_disk"}, "effect": "halt",
-         "message": "Wiping disks ends the session."},
-        {"id": "redact-secrets", "on": "output", "match": {"tool": "read_file"},
-         "secrets": True, "effect": "modify"},
-    ],
-}
 
 
 class Tools:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from _scenario import POLICY, SECRET
 from autogen_agentchat.agents import AssistantAgent
 from autogen_core import FunctionCall
 from autogen_core.models import CreateResult, FunctionExecutionResult, ModelInfo, RequestUsage
@@ -13,25 +14,6 @@ from autogen_core.tools import FunctionTool, StaticStreamWorkbench
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from callwarden.adapters.autogen import GuardedWorkbench
-
-SECRET = "aws_secret_access_key = 9dKq3LwZt8vB2nX7pR4sY6uA1cE5gH0jM3oQ8wT2"
-
-POLICY: dict[str, Any] = {
-    "version": 1,
-    "default": "allow",
-    "rules": [
-        {"id": "no-delete", "match": {"tool": "delete_file"}, "effect": "deny",
-         "message": "Deleting files is not allowed; move them to trash/ instead."},
-        {"id": "cap-search", "match": {"tool": "search"}, "cap": {"limit": 5},
-         "effect": "modify"},
-        {"id": "deploy-asks", "match": {"tool": "deploy"}, "effect": "ask",
-         "message": "Deploys need a human."},
-        {"id": "stop-on-wipe", "match": {"tool": "wipe_disk"}, "effect": "halt",
-         "message": "Wiping disks ends the session."},
-        {"id": "redact-secrets", "on": "output", "match": {"tool": "read_file"},
-         "secrets": True, "effect": "modify"},
-    ],
-}
 
 
 class Tools:

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from _scenario import POLICY as SCENARIO_POLICY
+from _scenario import SECRET
 from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
 from llama_index.core.base.llms.types import ToolCallBlock
 from llama_index.core.llms import ChatMessage, MessageRole
@@ -18,25 +20,11 @@ from callwarden.adapters.llamaindex import ToolApprovalRequest, ToolApprovalResp
 
 TIMEOUT = 30  # a hang fails the test instead of blocking the suite
 
-SECRET = "aws_secret_access_key = 9dKq3LwZt8vB2nX7pR4sY6uA1cE5gH0jM3oQ8wT2"
-DENY_MESSAGE = "Deleting files is not allowed; move them to trash/ instead."
 
-POLICY: dict[str, Any] = {
-    "version": 1,
-    "default": "allow",
-    "rules": [
-        {"id": "no-delete", "match": {"tool": "delete_file"}, "effect": "deny",
-         "message": DENY_MESSAGE},
-        {"id": "cap-search", "match": {"tool": "search"}, "cap": {"limit": 5},
-         "effect": "modify"},
-        {"id": "deploy-asks", "match": {"tool": "deploy"}, "effect": "ask",
-         "message": "Deploys need a human."},
-        {"id": "stop-on-wipe", "match": {"tool": ["wipe_disk", "wipe"]}, "effect": "halt",
-         "message": "Wiping disks ends the session."},
-        {"id": "redact-secrets", "on": "output", "match": {"tool": "read_file"},
-         "secrets": True, "effect": "modify"},
-    ],
-}
+# The scenario's policy, with the halt rule also matching the workflow test's `wipe` tool.
+POLICY: dict[str, Any] = {**SCENARIO_POLICY, "rules": [
+    {**rule, "match": {"tool": ["wipe_disk", "wipe"]}} if rule["id"] == "stop-on-wipe" else rule
+    for rule in SCENARIO_POLICY["rules"]]}
 
 Call = tuple[str, str, dict[str, Any]]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from _scenario import POLICY, SECRET
 from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.messages import (
     ModelMessage,
@@ -17,26 +18,6 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from callwarden.adapters.pydantic_ai import CallwardenCapability
-
-SECRET = "aws_secret_access_key = 9dKq3LwZt8vB2nX7pR4sY6uA1cE5gH0jM3oQ8wT2"
-DENY_MESSAGE = "Deleting files is not allowed; move them to trash/ instead."
-
-POLICY: dict[str, Any] = {
-    "version": 1,
-    "default": "allow",
-    "rules": [
-        {"id": "no-delete", "match": {"tool": "delete_file"}, "effect": "deny",
-         "message": DENY_MESSAGE},
-        {"id": "cap-search", "match": {"tool": "search"}, "cap": {"limit": 5},
-         "effect": "modify"},
-        {"id": "deploy-asks", "match": {"tool": "deploy"}, "effect": "ask",
-         "message": "Deploys need a human."},
-        {"id": "stop-on-wipe", "match": {"tool": "wipe_disk"}, "effect": "halt",
-         "message": "Wiping disks ends the session."},
-        {"id": "redact-secrets", "on": "output", "match": {"tool": "read_file"},
-         "secrets": True, "effect": "modify"},
-    ],
-}
 
 
 class Tools:

@@ -12,10 +12,8 @@ from typing import Any
 
 import pytest
 from _llamaindex_support import (
-    DENY_MESSAGE,
     ONE_TURN,
     POLICY,
-    SECRET,
     TIMEOUT,
     Model,
     Tools,
@@ -24,6 +22,7 @@ from _llamaindex_support import (
     run,
 )
 from _readme import ReadmeSection
+from _scenario import DENY_MESSAGE, SECRET
 from llama_index.core import VectorStoreIndex
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
 from llama_index.core.embeddings import MockEmbedding

@@ -10,9 +10,6 @@ from typing import Any, Literal
 
 import pytest
 from _pydantic_ai_support import (
-    DENY_MESSAGE,
-    POLICY,
-    SECRET,
     Script,
     Tools,
     agent,
@@ -20,6 +17,7 @@ from _pydantic_ai_support import (
     guarded,
 )
 from _readme import ReadmeSection
+from _scenario import DENY_MESSAGE, POLICY, SECRET
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
 from pydantic_ai.exceptions import AgentRunError, ModelRetry

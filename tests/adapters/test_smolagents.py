@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 from _readme import ReadmeSection
+from _scenario import POLICY, SECRET
 from _smolagents_support import (
-    POLICY,
-    SECRET,
     ScriptedModel,
     Tools,
     answer,

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from _scenario import POLICY, SECRET
 from crewai import Agent, Crew, Task
 from crewai.llms.base_llm import BaseLLM
 from crewai.tools import BaseTool, tool
@@ -16,25 +17,8 @@ from pydantic import Field
 
 from callwarden.adapters.crewai import CrewGuard
 
-SECRET = "aws_secret_access_key = 9dKq3LwZt8vB2nX7pR4sY6uA1cE5gH0jM3oQ8wT2"
 TIMEOUT = 30  # a hang fails the test instead of blocking the suite
 
-POLICY: dict[str, Any] = {
-    "version": 1,
-    "default": "allow",
-    "rules": [
-        {"id": "no-delete", "match": {"tool": "delete_file"}, "effect": "deny",
-         "message": "Deleting files is not allowed; move them to trash/ instead."},
-        {"id": "cap-search", "match": {"tool": "search"}, "cap": {"limit": 5},
-         "effect": "modify"},
-        {"id": "deploy-asks", "match": {"tool": "deploy"}, "effect": "ask",
-         "message": "Deploys need a human."},
-        {"id": "stop-on-wipe", "match": {"tool": "wipe_disk"}, "effect": "halt",
-         "message": "Wiping disks ends the session."},
-        {"id": "redact-secrets", "on": "output", "match": {"tool": "read_file"},
-         "secrets": True, "effect": "modify"},
-    ],
-}
 
 
 class Tools:

@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from _scenario import POLICY, SECRET
 from semantic_kernel import Kernel
 from semantic_kernel.agents import ChatCompletionAgent
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
@@ -23,25 +24,8 @@ from semantic_kernel.functions import kernel_function
 
 from callwarden.adapters.semantic_kernel import CallwardenFilter
 
-SECRET = "aws_secret_access_key = 9dKq3LwZt8vB2nX7pR4sY6uA1cE5gH0jM3oQ8wT2"
 PLUGIN = "ops"
 
-POLICY: dict[str, Any] = {
-    "version": 1,
-    "default": "allow",
-    "rules": [
-        {"id": "no-delete", "match": {"tool": "delete_file"}, "effect": "deny",
-         "message": "Deleting files is not allowed; move them to trash/ instead."},
-        {"id": "cap-search", "match": {"tool": "search"}, "cap": {"limit": 5},
-         "effect": "modify"},
-        {"id": "deploy-asks", "match": {"tool": "deploy"}, "effect": "ask",
-         "message": "Deploys need a human."},
-        {"id": "stop-on-wipe", "match": {"tool": "wipe_disk"}, "effect": "halt",
-         "message": "Wiping disks ends the session."},
-        {"id": "redact-secrets", "on": "output", "match": {"tool": "read_file"},
-         "secrets": True, "effect": "modify"},
-    ],
-}
 
 
 class Ops:

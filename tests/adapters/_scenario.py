@@ -1,0 +1,26 @@
+"""The one-turn scenario every framework adapter is tested with: an allowed call whose output
+holds a secret, a denied, a rewritten, an asked and a halting call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SECRET = "aws_secret_access_key = 9dKq3LwZt8vB2nX7pR4sY6uA1cE5gH0jM3oQ8wT2"
+DENY_MESSAGE = "Deleting files is not allowed; move them to trash/ instead."
+
+POLICY: dict[str, Any] = {
+    "version": 1,
+    "default": "allow",
+    "rules": [
+        {"id": "no-delete", "match": {"tool": "delete_file"}, "effect": "deny",
+         "message": DENY_MESSAGE},
+        {"id": "cap-search", "match": {"tool": "search"}, "cap": {"limit": 5},
+         "effect": "modify"},
+        {"id": "deploy-asks", "match": {"tool": "deploy"}, "effect": "ask",
+         "message": "Deploys need a human."},
+        {"id": "stop-on-wipe", "match": {"tool": "wipe_disk"}, "effect": "halt",
+         "message": "Wiping disks ends the session."},
+        {"id": "redact-secrets", "on": "output", "match": {"tool": "read_file"},
+         "secrets": True, "effect": "modify"},
+    ],
+}
