@@ -186,3 +186,17 @@ def test_an_adapter_remembers_what_its_tools_read() -> None:
     results = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
     assert ran == ["https://blog.example/post"]
     assert results["c2"].status == "error" and "not that link" in results["c2"].content
+
+
+def test_conditions_under_unless_see_the_session_facts_too() -> None:
+    g = Guard.from_dict({"version": 1,
+                         "conditions": {"stranger": {"roles": {"recipient": {"in": ["request",
+                                                                                    "seen"]}}}},
+                         "rules": [{"id": "only-strangers-by-mail", "match": {"tool": "send_email"},
+                                    "unless": "stranger", "effect": "deny"}]})
+    # carol is named in the request, so the share runs and she is remembered as seen
+    assert effect(g, "share_file", share_with="carol@example.org",
+                  request="share it with carol@example.org") == "allow"
+    # no longer a stranger, so the rule applies (it would not if unless: could not see facts)
+    assert effect(g, "send_email", to="carol@example.org") == "deny"
+    assert effect(g, "send_email", to="dave@example.org") == "allow"

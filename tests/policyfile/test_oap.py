@@ -223,3 +223,16 @@ def test_the_readme_example_runs() -> None:
     block = text.split("\n## Open Agent Passports (OAP)\n", 1)[1].split("```python\n", 1)[1]
     exec(compile(block.split("```", 1)[0], "README.md ## Open Agent Passports (OAP)", "exec"),
          {"__name__": "__main__"})
+
+
+def test_a_limit_of_another_capability_is_a_note_not_enforced_silently(tmp_path: Path) -> None:
+    capabilities = [{"id": "system.command.execute"}, {"id": "web.fetch"}]
+    limits = {"web.fetch": {"blocked_patterns": ["rm -rf"], "allowed_domains": ["*"]}}
+    passport_guard(tmp_path, capabilities=capabilities, limits=limits)
+    lint = subprocess.run([sys.executable, "-m", "callwarden", "lint",
+                           str(tmp_path / "policy.yaml")], capture_output=True, text=True,
+                          timeout=120)
+    assert "limits.web.fetch: blocked_patterns not enforced by callwarden" in lint.stdout
+    # ... and a shell command is not judged by a web limit
+    guard = Guard.from_file(tmp_path / "policy.yaml")
+    assert shell(guard, "rm -rf build") == ("allow", None)

@@ -55,12 +55,17 @@ _ALIASES: Mapping[str, str] = {
     "payments.payout": "finance.payment", "finance.payment.refund": "finance.payment",
     "finance.payment.charge": "finance.payment", "finance.payment.payout": "finance.payment",
 }
-# Limits enforced here; any other limit of a granted capability is reported as a note.
-_KNOWN_LIMITS = frozenset({
-    "allowed_commands", "blocked_patterns", "max_execution_time", "allowed_paths",
-    "blocked_paths", "allowed_domains", "blocked_domains", "max_calls_per_minute",
-    "msgs_per_min", "msgs_per_day", "currency_limits", "max_amount",
-})
+# The limits enforced for each capability (rates for any); any other limit of a granted
+# capability is reported as a note, never ignored silently.
+_RATES = frozenset({"max_calls_per_minute", "msgs_per_min", "msgs_per_day"})
+_FILE_LIMITS = frozenset({"allowed_paths", "blocked_paths", "blocked_patterns"})
+_LIMITS: Mapping[str, frozenset[str]] = {
+    "system.command.execute": frozenset({"allowed_commands", "blocked_patterns",
+                                         "max_execution_time"}),
+    "data.file.read": _FILE_LIMITS, "data.file.write": _FILE_LIMITS,
+    "web.fetch": frozenset({"allowed_domains", "blocked_domains"}),
+    "finance.payment": frozenset({"currency_limits", "max_amount", "currency"}),
+}
 
 
 def oap_code(rule_id: str | None) -> str | None:
@@ -145,9 +150,12 @@ def passport_policy(passport: Mapping[str, Any], name: str) -> tuple[dict[str, A
                            "needs. Use another way or ask the user."})
     notes: list[str] = []
     for cap_id, limits in granted.items():
-        rules.extend(_limit_rules(_ALIASES.get(cap_id, cap_id), cap_id, limits, who))
-        unknown = sorted(set(limits) - _KNOWN_LIMITS)
-        if unknown and _ALIASES.get(cap_id, cap_id) in _CAPABILITY_KINDS:
+        capability = _ALIASES.get(cap_id, cap_id)
+        known = _RATES | _LIMITS.get(capability, frozenset())
+        rules.extend(_limit_rules(capability, cap_id,
+                                  {k: v for k, v in limits.items() if k in known}, who))
+        unknown = sorted(set(limits) - known)
+        if unknown and capability in _CAPABILITY_KINDS:
             notes.append(f"limits.{cap_id}: {', '.join(unknown)} not enforced by callwarden")
     return {"version": 1, "rules": rules}, notes
 

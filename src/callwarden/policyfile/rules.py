@@ -21,7 +21,7 @@ from callwarden.conditions.base import (
     get_condition,
 )
 from callwarden.engine.limits import LimitSpec
-from callwarden.engine.rules import Rewrite, Rule, Selector
+from callwarden.engine.rules import Rewrite, Rule, Selector, union_of_tools
 from callwarden.exceptions import ConfigError
 from callwarden.policyfile.caps import PatternBudget, count_strings
 from callwarden.policyfile.check import Checker, Path_
@@ -382,12 +382,24 @@ def _names(raw: Mapping[str, Any], key: str, path: Path_, check: Checker) -> lis
 
 
 class _Unless:
-    """Holds when none of its groups holds (a group holds when all its conditions do)."""
+    """Holds when none of its groups holds (a group holds when all its conditions do).
 
-    __slots__ = ("_groups",)
+    It tells the engine what its conditions need (the session history, the session facts,
+    the roles they remember as seen) as a rule's own conditions do, so that a condition under
+    ``unless:`` sees what it would see anywhere else."""
+
+    __slots__ = ("_groups", "history_tools", "reads_untrusted", "seen_roles", "uses_facts",
+                 "uses_history")
 
     def __init__(self, groups: tuple[tuple[str, list[tuple[str, Matcher]]], ...]) -> None:
         self._groups = groups
+        inner = [m for _, group in groups for _, m in group]
+        self.uses_history = any(getattr(m, "uses_history", False) for m in inner)
+        self.history_tools = union_of_tools(getattr(m, "history_tools", None) for m in inner
+                                            if getattr(m, "uses_history", False))
+        self.uses_facts = any(getattr(m, "uses_facts", False) for m in inner)
+        self.reads_untrusted = any(getattr(m, "reads_untrusted", False) for m in inner)
+        self.seen_roles = tuple(p for m in inner for p in getattr(m, "seen_roles", ()))
 
     def __call__(self, subject: Subject) -> Hit | None:
         for _, group in self._groups:
