@@ -25,7 +25,10 @@ class Clock:
 
 
 def limited(*rules: dict, **settings) -> dict:
-    return {"version": 1, "rules": list(rules), **settings}
+    # A generous deadline unless a test sets one: these tests are about counting, and a first
+    # decision on a fresh Redis Cluster client can outlast the default second on a loaded CI
+    # machine (a store timeout is a deny, which would read as a miscount).
+    return {"version": 1, "rules": list(rules), "timeout": "60s", **settings}
 
 
 # A generous deadline: these tests are about counting exactly, and 1,000 concurrent decisions
