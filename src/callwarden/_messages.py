@@ -29,6 +29,7 @@ __all__ = [
     "not_audited",
     "output_unscreened",
     "output_withheld",
+    "policy_answer",
     "undecided",
 ]
 
@@ -124,6 +125,18 @@ def undecided(tool: str, error: BaseException) -> str:
 def output_withheld(tool: str, rule: str, detail: str | None) -> str:
     """The text that replaces a tool's output an output rule blocked."""
     return f"The output of '{tool}' was withheld by policy rule '{rule}': {detail or 'blocked'}."
+
+
+def policy_answer(decision: Decision) -> str:
+    """The answer of the ask-the-policy tool: the effect the call would get, and the message
+    the model would read — never the policy's rules."""
+    effect = decision.effect
+    if effect is Effect.ALLOW:
+        return "allow"
+    if effect is Effect.MODIFY:
+        return f"allow with changes: {decision.message}"
+    label = "needs approval" if effect is Effect.ASK else effect.value
+    return f"{label}: {decision.message}"
 
 
 def output_unscreened(tool: str, error: BaseException | str) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from callwarden import _enforce
 from callwarden._guard import Guard
+from callwarden._messages import policy_answer
 
 __all__ = ["Enforcer", "as_guard", "enforcer"]
 
@@ -55,7 +56,7 @@ def policy_tool(source: Any, *, name: str = "check_policy", **fields: Any) -> An
 
     ``source`` is a :class:`Guard`, a policy file path or a dict; ``fields`` (``agent``,
     ``session``, ``principal``, ``request`` ...) are used for every question. The returned
-    function ``check_policy(tool: str, arguments: dict) -> str`` decides with
+    function ``check_policy(tool: str, arguments: str) -> str`` decides with
     :meth:`Guard.query` — limits read, not counted; no history recorded; nothing audited — and
     answers with the effect and the message the model would get, never the policy's rules.
     (``arguments`` is a JSON text, so strict tool schemas accept it; a dict works too.)
@@ -79,14 +80,7 @@ def policy_tool(source: Any, *, name: str = "check_policy", **fields: Any) -> An
             args = json.loads(arguments) if isinstance(arguments, str) else arguments
         except ValueError as e:
             return f"deny: the arguments are not a JSON object ({e})"
-        decision = guard.query(tool, args, **fields)
-        effect = decision.effect.value
-        if effect == "allow":
-            return "allow"
-        if effect == "modify":
-            return f"allow with changes: {decision.message}"
-        label = {"ask": "needs approval", "deny": "deny", "halt": "halt"}.get(effect, effect)
-        return f"{label}: {decision.message}"
+        return policy_answer(guard.query(tool, args, **fields))
 
     check_policy.__name__ = check_policy.__qualname__ = name
     return check_policy
