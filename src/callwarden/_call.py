@@ -188,13 +188,22 @@ def freeze(value: Any, *, max_depth: int = MAX_ARG_DEPTH, deadline: float | None
 
 def freeze_args(args: Any, max_depth: int = MAX_ARG_DEPTH,
                 deadline: float | None = None) -> FrozenDict:
-    """Freezes a call's arguments; a flat dict of plain values takes a fast path."""
+    """Freezes a call's arguments; a dict of plain values and lists of them takes a fast
+    path."""
     if type(args) is dict:
+        flat = args
         for key, value in args.items():
-            if type(value) not in _SCALAR_TYPES or type(key) is not str:
+            if type(key) is not str:
                 break
+            if type(value) in _SCALAR_TYPES:
+                continue
+            if type(value) is not list or not all(type(v) in _SCALAR_TYPES for v in value):
+                break
+            if flat is args:
+                flat = dict(args)
+            flat[key] = tuple(value)
         else:
-            return FrozenDict(args)
+            return FrozenDict(flat)
     frozen = _freeze(args, 0, max_depth, set(), deadline)
     if type(frozen) is not FrozenDict:
         raise InvalidCall("arguments must be a JSON object (a mapping)", code="args_not_object")

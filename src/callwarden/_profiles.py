@@ -123,8 +123,11 @@ class ToolProfile:
     def values(self, args: Mapping[str, Any], role: str) -> tuple[Any, ...]:
         """Every value playing ``role`` in ``args``: each named argument that is present (a
         dotted name reaches into a nested mapping), a list's items one by one."""
+        names = self.arg_names(role)
+        if args.keys().isdisjoint(names) and not _has_dotted(names):
+            return ()  # the usual case for most roles of most tools: no argument plays it
         out: list[Any] = []
-        for name in self.arg_names(role):
+        for name in names:
             value = _lookup(args, name)
             if value is None:
                 continue
@@ -147,6 +150,20 @@ class ToolProfile:
     def merged(self, **changes: Any) -> ToolProfile:
         """Returns a copy with ``changes`` applied."""
         return replace(self, **changes)
+
+
+_DOTTED: dict[tuple[str, ...], bool] = {}
+
+
+def _has_dotted(names: tuple[str, ...]) -> bool:
+    """Whether a name reaches into a nested mapping (``payment.iban``); remembered per tuple
+    (a profile's names are a handful of tuples that live as long as it does)."""
+    found = _DOTTED.get(names)
+    if found is None:
+        found = _DOTTED[names] = any("." in name for name in names)
+        if len(_DOTTED) > 4096:
+            _DOTTED.clear()
+    return found
 
 
 def _lookup(args: Mapping[str, Any], name: str) -> Any:

@@ -101,7 +101,10 @@ def test_check_only_callers_record_outputs_themselves() -> None:
 
 def test_sessions_share_facts_across_processes(tmp_path: Path) -> None:
     reader, sender = guard(tmp_path), guard(tmp_path)  # two processes on one store
+    # The sender has read the session's facts before (and keeps them while they last) ...
+    assert effect(sender, "web_fetch", url="https://evil.example/payload") == "allow"
     read_page(reader)
+    # ... and sees what the reader wrote since.
     assert effect(sender, "send_email", to="boss@evil.example") == "ask"
     assert effect(sender, "web_fetch", url="https://evil.example/payload") == "ask"
 

@@ -41,6 +41,9 @@ class Kv:
     async def delete(self, key: str) -> bool:
         return await self._call("delete", key)  # type: ignore[no-any-return]
 
+    async def get_changed(self, key: str, known: StoredValue | None) -> StoredValue | None:
+        return await self._call("get_changed", key, known)  # type: ignore[no-any-return]
+
     async def scan(self, prefix: str) -> list[StoredValue]:
         return await self._call("scan", prefix)  # type: ignore[no-any-return]
 
@@ -78,6 +81,46 @@ async def test_unicode_keys_and_values_round_trip(kv: Kv) -> None:
     await kv.put("clé:東京", {"texte": "héllo 🌍"})
     found = await kv.get("clé:東京")
     assert found is not None and found.value == {"texte": "héllo 🌍"}
+
+
+async def test_get_changed_returns_what_it_was_given_while_the_record_is_unchanged(kv: Kv
+                                                                                  ) -> None:
+    await kv.put("k", {"v": 1}, ttl=3600)
+    first = await kv.get_changed("k", None)
+    assert first is not None and first.value == {"v": 1}
+    again = await kv.get_changed("k", first)
+    assert again is first  # not read again: the caller's own record
+
+
+async def test_get_changed_reads_a_record_written_since(kv: Kv) -> None:
+    await kv.put("k", {"v": 1}, ttl=3600)
+    first = await kv.get_changed("k", None)
+    assert first is not None
+    await kv.cas("k", first.version, {"v": 2}, ttl=3600)
+    second = await kv.get_changed("k", first)
+    assert second is not first and second == await kv.get("k")
+    assert second is not None and second.value == {"v": 2}
+    await kv.delete("k")
+    assert await kv.get_changed("k", second) is None
+
+
+async def test_get_changed_tells_a_record_written_again_after_it_expired(kv: Kv) -> None:
+    # Expired and written again: the version starts over, the expiry moves.
+    await kv.put("k", {"v": 1}, ttl=0.05)
+    first = await kv.get_changed("k", None)
+    await asyncio.sleep(0.3)
+    await kv.put("k", {"v": 2}, ttl=3600)
+    second = await kv.get_changed("k", first)
+    assert first is not None and second is not None and second.version == first.version
+    assert second is not first and second.value == {"v": 2}
+
+
+async def test_get_changed_never_answers_with_another_keys_record(kv: Kv) -> None:
+    await kv.put("a", {"v": "a"})
+    await kv.put("b", {"v": "b"})
+    a = await kv.get("a")
+    found = await kv.get_changed("b", a)
+    assert found is not None and found.key == "b" and found.value == {"v": "b"}
 
 
 async def test_create_only_cas_succeeds_when_absent(kv: Kv) -> None:

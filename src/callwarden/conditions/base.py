@@ -47,13 +47,14 @@ class Subject:
     canonical path): the first matcher to need it computes it, the others reuse it.
     """
 
-    __slots__ = ("call", "memo", "profile")
+    __slots__ = ("_roles", "call", "memo", "profile")
 
     def __init__(self, call: ToolCall, profile: ToolProfile,
                  memo: dict[str, Any] | None = None) -> None:
         self.call = call
         self.profile = profile
         self.memo: dict[str, Any] = {} if memo is None else memo
+        self._roles: dict[str, tuple[Any, ...]] | None = None
 
     def __repr__(self) -> str:
         return f"Subject({self.call.tool!r}, kind={self.profile.kind!r})"
@@ -69,8 +70,14 @@ class Subject:
 
     def role_values(self, role: str) -> tuple[Any, ...]:
         """Every value playing ``role`` (``recipient``: ``to``, ``cc``, ``bcc`` ...), lists
-        flattened; see ``ToolProfile.values``."""
-        return self.profile.values(self.call.args, role)
+        flattened; see ``ToolProfile.values``. Found once per call and role."""
+        found = self._roles
+        if found is None:
+            found = self._roles = {}
+        values = found.get(role)
+        if values is None:
+            values = found[role] = self.profile.values(self.call.args, role)
+        return values
 
     @property
     def primary(self) -> Any:

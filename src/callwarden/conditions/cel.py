@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from pathlib import PurePath
 from typing import Any, NamedTuple
 
@@ -342,11 +343,16 @@ def _role_names(subject: Subject) -> tuple[str, ...]:
 def _request(subject: Subject) -> dict[str, Any]:
     """``request``: the user's request (``context.request``) as ``text`` and its entities,
     one list per kind (``request.emails``); extracted once per text."""
-    from callwarden.analysis.entities import extract
-
     context = subject.call.context
     text = context.get("request") if context else None
-    text = text if isinstance(text, str) else ""
+    return _request_of(text if isinstance(text, str) else "")
+
+
+@lru_cache(maxsize=64)
+def _request_of(text: str) -> dict[str, Any]:
+    """``request`` for one text (a session's calls share their request: built once)."""
+    from callwarden.analysis.entities import extract
+
     return {"text": text, **extract(text).as_dict()}
 
 

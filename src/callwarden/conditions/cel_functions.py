@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+from functools import lru_cache
+from typing import Any, NamedTuple, TypeVar
 
 from callwarden.analysis.detectors.pii import _find_ibans, _luhn_ok
 
@@ -89,17 +90,35 @@ def _contains_ignore_case(s: str, part: str) -> bool:
     return _lower_ascii(part) in _lower_ascii(s)
 
 
+_T = TypeVar("_T")
+
+
+def _cached(run: Callable[[str], _T]) -> Callable[[str], _T]:
+    """``run`` remembering its result for short strings: a validator reads the same few
+    values again and again (an address, an IBAN per call); a long text is not kept."""
+    remembered = lru_cache(maxsize=4096)(run)
+
+    def call(s: str) -> _T:
+        return remembered(s) if len(s) <= 320 else run(s)
+
+    call.__name__ = run.__name__
+    return call
+
+
+@_cached
 def _luhn_valid(s: str) -> bool:
     digits = s.strip().replace(" ", "").replace("-", "")
     return len(digits) >= 2 and digits.isascii() and digits.isdigit() and _luhn_ok(digits)
 
 
+@_cached
 def _iban_valid(s: str) -> bool:
     compact = s.replace(" ", "").upper()
     return (15 <= len(compact) <= 34 and compact.isascii()
             and list(_find_ibans(compact)) == [(0, len(compact))])
 
 
+@_cached
 def _email_domain(s: str) -> str:
     from callwarden.analysis.entities import normalize
 
@@ -112,6 +131,7 @@ _AUTHORITY_END = re.compile(r"[/?#\\]")
 _PORT = re.compile(r":\d*$")
 
 
+@_cached
 def _registrable_domain(s: str) -> str:
     from callwarden.analysis.entities import normalize, registrable_domain
 

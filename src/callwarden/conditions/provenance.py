@@ -30,6 +30,7 @@ from typing import Any
 
 from callwarden._units import parse_duration
 from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
+from callwarden.conditions.roles import entities_module
 
 __all__ = ["AfterUntrusted", "Untrusted", "seen_in_output"]
 
@@ -71,23 +72,29 @@ class Untrusted:
         untrusted = facts.get("untrusted") or {}
         if not untrusted:
             return None
-        from callwarden.analysis import entities
-
-        context = subject.call.context
-        request = context.get("request") if context else None
-        said = entities.extract(request) if isinstance(request, str) and request else None
+        entities = entities_module()
         for role, kind in self._roles:
             tainted = untrusted.get(kind)
             if not tainted:
                 continue
             for value in subject.role_values(role):
                 text = value if isinstance(value, str) else str(value)
-                for item in sorted(entities.values_of(kind, text)):
-                    # a call holds a few values: scanning the list beats building a set of it
-                    if item in tainted and (said is None or item not in said.of(kind)):
+                for item in sorted(entities.values_of(kind, text) & tainted):
+                    if not _requested(subject, kind, item):
                         return Hit(f"{role} {item!r} came from untrusted content read in this "
                                    "session, not from the user's request", "untrusted.value")
         return None
+
+
+def _requested(subject: Subject, kind: str, value: str) -> bool:
+    """Whether the user's request (``context.request``) holds ``value`` as a ``kind``."""
+    context = subject.call.context
+    request = context.get("request") if context else None
+    return isinstance(request, str) and bool(request) \
+        and value in entities_module().extract(request).of(kind)
+
+
+_AFTER = Hit("the session read untrusted content", "untrusted.after")
 
 
 @register_condition("after_untrusted")
@@ -117,7 +124,7 @@ class AfterUntrusted:
             return None
         if self._within is not None and subject.call.timestamp - read_at > self._within:
             return None
-        return Hit("the session read untrusted content", "untrusted.after")
+        return _AFTER
 
 
 _MAX_OUTPUT_CHARS = 200_000
@@ -126,8 +133,7 @@ _MAX_OUTPUT_CHARS = 200_000
 def seen_in_output(output: Any) -> dict[str, list[str]]:
     """The entities of an untrusted output to remember, per kind (unreadable ones left out:
     they never match a value anyway)."""
-    from callwarden.analysis import entities
-
+    entities = entities_module()
     if isinstance(output, str):
         text = output
     else:

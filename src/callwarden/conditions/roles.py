@@ -28,7 +28,7 @@ value of that kind at all (``bob`` is no e-mail address); the reason names it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
@@ -36,7 +36,7 @@ from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, re
 if TYPE_CHECKING:
     from types import ModuleType
 
-__all__ = ["RolesMatcher", "seen_values"]
+__all__ = ["RolesMatcher", "entities_module", "seen_values"]
 
 # ``as:`` -> the entity kind compared.
 _AS = {"email": "emails", "domain": "domains", "url": "urls", "iban": "ibans", "card": "cards",
@@ -46,19 +46,26 @@ _KEYS = ("in", "as", "find")
 _MAX_SHOWN = 80
 
 
-def _entities() -> ModuleType:
-    """callwarden.analysis.entities, imported when a policy first uses ``roles:`` (its
-    patterns and the public suffix list cost ~20 ms to load, which no other policy pays)."""
-    from callwarden.analysis import entities
+def entities_module() -> ModuleType:
+    """callwarden.analysis.entities, imported when a policy first uses ``roles:`` or
+    provenance (its patterns and the public suffix list cost ~20 ms to load, which no other
+    policy pays)."""
+    global _ENTITIES
+    if _ENTITIES is None:
+        from callwarden.analysis import entities
 
-    return entities
+        _ENTITIES = entities
+    return _ENTITIES
+
+
+_ENTITIES: ModuleType | None = None
 
 
 class _Check:
     __slots__ = ("e", "find", "kind", "known", "request", "role", "seen", "sources")
 
     def __init__(self, role: str, spec: Any, env: CompileEnv) -> None:
-        self.e = entities = _entities()
+        self.e = entities = entities_module()
         hint = "e.g. roles: {recipient: {in: [contacts, request]}}"
         if not isinstance(spec, Mapping):
             raise ConfigError("must be a mapping with in: [...]", key=role, hint=hint)
@@ -116,32 +123,41 @@ class _Check:
 
     def unknown(self, subject: Subject) -> str | None:
         """The first value not covered, described; None when every value is."""
+        values = subject.role_values(self.role)
+        if not values:
+            return None
         entities = self.e
-        allowed = self.known
-        if self.request:
-            context = subject.call.context
-            request = context.get("request") if context else None
-            if isinstance(request, str) and request:
-                allowed = allowed | {v for v in entities.extract(request).of(self.kind)
-                                     if not entities.is_rejected(v)}
-        if self.seen:
-            facts = subject.memo.get("facts") or {}
-            allowed = allowed | set((facts.get("seen") or {}).get(self.kind, ()))
-        for value in subject.role_values(self.role):
+        for value in values:
             text = value if isinstance(value, str) else str(value)
             found, none = self._normalized(text)
             if none:
                 return (f"{self.role} {_shown(text)} is not {_A[self.kind]}, so it cannot be "
                         f"found in {self.sources}")
-            for item in sorted(found):
+            rest = found - self.known  # a rejected value is never in a list
+            if not rest:
+                continue
+            for item in sorted(rest):
                 if entities.is_rejected(item):
                     raw = item[len(entities.REJECTED_PREFIX):]
                     return (f"{self.role} {_shown(raw)} cannot be read safely (hidden or "
                             "look-alike characters, or not well formed), so it is not taken "
                             f"for one in {self.sources}")
-                if item not in allowed:
-                    return f"{self.role} {_shown(item)} is not in {self.sources}"
+            for more in self._more(subject):
+                rest = rest - more
+            if rest:
+                return f"{self.role} {_shown(min(rest))} is not in {self.sources}"
         return None
+
+    def _more(self, subject: Subject) -> Iterator[frozenset[str]]:
+        """The values known besides the lists: the request's, the session's seen parties."""
+        if self.request:
+            context = subject.call.context
+            request = context.get("request") if context else None
+            if isinstance(request, str) and request:
+                yield self.e.extract(request).of(self.kind)
+        if self.seen:
+            facts = subject.memo.get("facts") or {}
+            yield (facts.get("seen") or {}).get(self.kind, frozenset())
 
 
 _SOURCE_NAMES = {"request": "the user's request",
@@ -191,7 +207,7 @@ class RolesMatcher:
 def seen_values(subject: Subject, pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     """The normalized values of the call's roles, per kind (``emails``, ``ibans`` ...), that
     the engine remembers as seen once the call runs; unreadable values are left out."""
-    entities = _entities()
+    entities = entities_module()
     out: dict[str, list[str]] = {}
     for role, kind in pairs:
         for value in subject.role_values(role):

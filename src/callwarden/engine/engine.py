@@ -23,7 +23,7 @@ from callwarden._profiles import ToolProfile, default_profile
 from callwarden.analysis.globs import is_glob
 from callwarden.conditions.base import Subject
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
-from callwarden.engine.facts import FactsUse, read_step, remember_seen
+from callwarden.engine.facts import FactsUse
 from callwarden.engine.index import Plan, RuleIndex, refuses_every_call
 from callwarden.engine.limits import describe_exceeded
 from callwarden.engine.output import OutputCheck, check_output
@@ -265,18 +265,23 @@ class Engine:
         plan = self._plans.get(tool)
         if plan is None or plan.profile is not profile:
             plan = self._index.plan(profile)
-        if self._records_history or self.facts.reads or not (
-                plan.fast or (plan.counted and self._inline_store)):
+        if self._records_history or not (plan.fast or (plan.counted and self._inline_store)) \
+                or (self.facts.reads and not self._inline_store):
             return None
-        subject = Subject(call, profile)
+        subject, deadline = Subject(call, profile), started + self.settings.timeout
         entries: list[Entry] = []
+        if (failed := self.facts.load_inline(self.store, subject, deadline)) is not None:
+            entries.append(self._store_error(failed))
         self._validate(plan, call, subject, entries, None)
         if plan.limits:
             step, owners, now = self._count(plan, call, call, subject, entries, dry, None,
-                                            started + self.settings.timeout)
+                                            deadline)
             if step is not None:
                 self._counted(owners, step.run(), now, entries)
-        return self._decide(call, call, profile, entries, started, decision_id)
+        decision = self._decide(call, call, profile, entries, started, decision_id)
+        if writes := self.facts.after(self, subject, not dry and decision.effect.allows, deadline):
+            drive(writes)
+        return decision
 
     def flow(self, call: ToolCall, started: float, decision_id: str, *,
              dry: bool = False) -> Flow[Decision]:
@@ -306,13 +311,8 @@ class Engine:
                 entries.append(self._store_error(history))
             else:
                 subject.memo["history"] = history.to_cel()
-        if self.facts.reads and call.session is not None:
-            found = yield read_step(store, call.session, deadline)
-            if isinstance(found, StoreFailure):
-                entries.append(self._store_error(found))
-            else:
-                subject.memo["facts"] = found.value if found is not None else {}
-                subject.memo["facts_record"] = found
+        if (failed := (yield from self.facts.load(store, subject, deadline))) is not None:
+            entries.append(self._store_error(failed))
 
         for rule in plan.mutators:
             if rule.dynamic is not None and not rule.dynamic(call):
@@ -352,8 +352,7 @@ class Engine:
                 self._counted(owners, (yield step), now, entries)
 
         decision = self._decide(call, current, profile, entries, started, decision_id)
-        if self.facts.seen and not dry and call.session is not None and decision.effect.allows:
-            yield from remember_seen(self, subject, self.facts.seen, deadline)
+        yield from self.facts.after(self, subject, not dry and decision.effect.allows, deadline)
         if history_session is not None and not recorded:
             assert store is not None
             # A failed write only loses history; the next read of it fails closed.

@@ -4,7 +4,6 @@ compare-and-set, so concurrent processes never lose each other's values."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from callwarden._call import ToolCall
@@ -14,9 +13,9 @@ from callwarden.conditions.base import Subject
 from callwarden.conditions.provenance import seen_in_output
 from callwarden.conditions.roles import seen_values
 from callwarden.engine.steps import StoreFailure, StoreStep
-from callwarden.state._facts import FACTS_TTL, facts_key, merged
+from callwarden.state._facts import CATEGORIES, FACTS_TTL, facts_key, merged
 
-__all__ = ["FactsUse", "output_facts", "read_step", "remember", "remember_seen"]
+__all__ = ["FactsUse", "output_facts", "remember"]
 
 _TRIES = 4
 _UNREAD: Any = object()
@@ -45,9 +44,8 @@ def remember(store: Any, clock: Callable[[], float], session: str, category: str
     return False
 
 
-@dataclass(frozen=True, slots=True)
 class FactsUse:
-    """What a policy's rules need of the session's facts.
+    """What a policy's rules need of the session's facts, and the facts as last read.
 
     Attributes:
         reads: a rule reads them (the engine loads them before the rules run).
@@ -55,9 +53,14 @@ class FactsUse:
         untrusted: untrusted tool output is remembered (a rule reads where values came from).
     """
 
-    reads: bool = False
-    seen: tuple[tuple[str, str], ...] = ()
-    untrusted: bool = False
+    __slots__ = ("_views", "reads", "seen", "untrusted")
+
+    def __init__(self, reads: bool = False, seen: tuple[tuple[str, str], ...] = (),
+                 untrusted: bool = False) -> None:
+        self.reads, self.seen, self.untrusted = reads, seen, untrusted
+        # session -> (the record as read, its view): a record unchanged since is not decoded
+        # (nor turned into sets) again, so a long session's facts cost what a short one's do.
+        self._views: dict[str, tuple[Any, dict[str, Any]]] = {}
 
     @classmethod
     def of(cls, rules: Iterable[Any]) -> FactsUse:
@@ -67,25 +70,75 @@ class FactsUse:
                                       for p in getattr(c, "seen_roles", ())})),
                    untrusted=any(getattr(c, "reads_untrusted", False) for c in conditions))
 
+    def load(self, store: Any, subject: Subject, deadline: float) -> Flow[StoreFailure | None]:
+        """Loads the session's facts into ``subject.memo`` when the rules read them and the
+        call has a session (``facts``: each kind's values as a set; ``facts_record``: the
+        record, for writers); the store's failure if it failed."""
+        step = self._step(store, subject, deadline)
+        return None if step is None else self._take(subject, (yield step))
 
-def read_step(store: Any, session: str, deadline: float) -> StoreStep:
-    """The store operation that reads a session's facts (a ``StoredValue`` or None)."""
-    return StoreStep(store.get, store.aget, (facts_key(session),), {}, deadline)
+    def load_inline(self, store: Any, subject: Subject, deadline: float) -> StoreFailure | None:
+        """``load`` on a store that never waits (the engine's fast path): no driver."""
+        step = self._step(store, subject, deadline)
+        return None if step is None else self._take(subject, step.run())
+
+    def _step(self, store: Any, subject: Subject, deadline: float) -> StoreStep | None:
+        session = subject.call.session
+        if not self.reads or session is None:
+            return None
+        cached = self._views.get(session)
+        return StoreStep(store.get_changed, store.aget_changed,
+                         (facts_key(session), cached[0] if cached is not None else None), {},
+                         deadline)
+
+    def _take(self, subject: Subject, found: Any) -> StoreFailure | None:
+        if isinstance(found, StoreFailure):
+            return found
+        session = subject.call.session
+        assert session is not None
+        cached = self._views.get(session)
+        if cached is not None and found is cached[0]:
+            view = cached[1]
+        else:
+            view = _view(found.value if found is not None else {})
+            if found is not None:
+                if len(self._views) >= _MAX_VIEWS:
+                    self._views.clear()  # a process serving this many sessions rereads
+                self._views[session] = (found, view)
+        subject.memo["facts"] = view
+        subject.memo["facts_record"] = found
+        return None
+
+    def after(self, engine: Any, subject: Subject, allowed: bool, deadline: float
+              ) -> Flow[bool] | tuple[()]:
+        """Once a call is decided (not a dry one): the writes that remember the values of a
+        call that runs (``allowed``) for ``in: seen``, when a rule reads them; ``()`` when
+        there is nothing to write — the facts read for this decision hold them already (the
+        usual case in a long session)."""
+        session = subject.call.session
+        if not self.seen or not allowed or session is None:
+            return ()
+        seen = seen_values(subject, self.seen)
+        known = (subject.memo.get("facts") or {}).get("seen") or {}
+        if all(set(values) <= known.get(kind, frozenset()) for kind, values in seen.items()):
+            return ()
+        return remember(engine.store, engine.clock, session, "seen", seen, deadline,
+                        found=subject.memo.get("facts_record", _UNREAD))
 
 
-def remember_seen(engine: Any, subject: Subject, pairs: tuple[tuple[str, str], ...],
-                  deadline: float) -> Flow[bool]:
-    """Remembers the values of a call that runs, for ``in: seen``; nothing is written when the
-    facts read for this decision hold them already (the usual case in a long session)."""
-    seen = seen_values(subject, pairs)
-    if not seen or subject.call.session is None:
-        return False
-    known = (subject.memo.get("facts") or {}).get("seen") or {}
-    if all(set(values) <= set(known.get(kind, ())) for kind, values in seen.items()):
-        return True
-    found = subject.memo.get("facts_record", _UNREAD)
-    return (yield from remember(engine.store, engine.clock, subject.call.session, "seen", seen,
-                                deadline, found=found))
+_MAX_VIEWS = 4096
+
+
+def _view(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A facts record as the conditions read it: each kind's values as a frozenset."""
+    view: dict[str, Any] = dict(value)
+    for category in CATEGORIES:
+        section = value.get(category)
+        if isinstance(section, Mapping):
+            view[category] = {kind: frozenset(v for v in values if isinstance(v, str))
+                              for kind, values in section.items()
+                              if isinstance(values, list)}
+    return view
 
 
 def output_facts(engine: Any, use: FactsUse, call: ToolCall, output: Any

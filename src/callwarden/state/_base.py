@@ -56,6 +56,7 @@ __all__ = [
     "encode_value",
     "exceeds",
     "reset_time",
+    "unchanged",
 ]
 
 TOLERANCE = 1e-9
@@ -251,6 +252,14 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def unchanged(known: StoredValue | None, found: StoredValue | None) -> StoredValue | None:
+    """``known`` when ``found`` is the same record (key, version and expiry), else ``found``."""
+    if found is not None and known is not None and found.key == known.key \
+            and found.version == known.version and found.expires_at == known.expires_at:
+        return known
+    return found
+
+
 class _Store:
     """What every store shares: closing (also as a context manager, sync or async)."""
 
@@ -393,6 +402,21 @@ class RecordStore(_Store, ABC):
     @abstractmethod
     async def aget(self, key: str) -> StoredValue | None:
         """Async twin of :meth:`get`."""
+
+    def get_changed(self, key: str, known: StoredValue | None) -> StoredValue | None:
+        """:meth:`get`, or ``known`` itself when it is still the record (the same version and
+        expiry; a record written with a ttl gets a new expiry on every write). Stores that can
+        tell without reading the value do, so a large record read again and again is decoded
+        once; the caller shares ``known`` then and must not change it.
+
+        Raises:
+            StoreUnavailable: The store failed.
+        """
+        return unchanged(known, self.get(key))
+
+    async def aget_changed(self, key: str, known: StoredValue | None) -> StoredValue | None:
+        """Async twin of :meth:`get_changed`."""
+        return unchanged(known, await self.aget(key))
 
     @abstractmethod
     def put(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["FACTS_TTL", "MAX_VALUES", "facts_key", "merged"]
+__all__ = ["CATEGORIES", "FACTS_TTL", "MAX_VALUES", "facts_key", "merged"]
 
 MAX_VALUES = 1000
 FACTS_TTL = 7 * 24 * 3600.0  # as long as a session's history is kept by default

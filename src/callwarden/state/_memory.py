@@ -194,6 +194,22 @@ class MemoryStore(StateStore):
         """See :meth:`StateStore.get`."""
         return self.get(key)
 
+    def get_changed(self, key: str, known: StoredValue | None) -> StoredValue | None:
+        """See :meth:`StateStore.get_changed`: an unchanged record is not decoded."""
+        check_key(key)
+        with self._lock:
+            found = self._live(key, time.time())
+        if found is None:
+            return None
+        if known is not None and known.key == key \
+                and (known.version, known.expires_at) == found[1:]:
+            return known
+        return StoredValue(key, decode_value(found[0]), *found[1:])
+
+    async def aget_changed(self, key: str, known: StoredValue | None) -> StoredValue | None:
+        """See :meth:`StateStore.get_changed`."""
+        return self.get_changed(key, known)
+
     def put(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
         """See :meth:`StateStore.put`."""
         check_key(key)

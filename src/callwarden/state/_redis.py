@@ -396,6 +396,32 @@ class RedisStore(StateStore):
             raise self._unavailable(exc) from exc
         return _parse_value(key, fields)
 
+    def get_changed(self, key: str, known: StoredValue | None) -> StoredValue | None:
+        """See :meth:`StateStore.get_changed`. One Lua script, which leaves out the value of
+        a record at the caller's version."""
+        check_key(key)
+        keys, args = [self._kv_key(key)], [str(known.version) if known is not None else ""]
+        try:
+            if self._link is not None:
+                fields = self._run(self._link, slot_of(keys[0]), lua.get_changed, keys, args, None)
+            else:
+                fields = lua.get_changed(self._client, keys, args)
+        except _ERRORS as exc:
+            raise self._unavailable(exc) from exc
+        found = _changed(key, known, fields)
+        return self.get(key) if found is _AGAIN else found
+
+    async def aget_changed(self, key: str, known: StoredValue | None) -> StoredValue | None:
+        """See :meth:`StateStore.get_changed`."""
+        check_key(key)
+        keys, args = [self._kv_key(key)], [str(known.version) if known is not None else ""]
+        try:
+            fields = await self._ause(lambda client: lua.get_changed.acall(client, keys, args))
+        except _ERRORS as exc:
+            raise self._unavailable(exc) from exc
+        found = _changed(key, known, fields)
+        return await self.aget(key) if found is _AGAIN else found
+
     def put(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
         """See :meth:`StateStore.put`. One Lua script."""
         keys, args = self._set_args(key, "*", value, ttl)
@@ -658,6 +684,23 @@ def _parse_history(session: str, fields: Mapping[Any, Any]) -> SessionHistory:
         )
     except (KeyError, ValueError, UnicodeDecodeError) as exc:
         raise StoreUnavailable(f"Redis session history {session!r} is malformed") from exc
+
+
+_AGAIN: Any = object()
+
+
+def _changed(key: str, known: StoredValue | None, fields: Any) -> Any:
+    """What the get-changed script's reply says: the record, ``known`` (unchanged), or
+    ``_AGAIN`` (the same version with another expiry: written again after it expired, rare)."""
+    if not fields:
+        return None
+    if fields[0] != b"":
+        return _parse_value(key, fields)
+    found = _parse_value(key, [b"{}", *fields[1:]])
+    if known is not None and found is not None and known.key == key \
+            and found.expires_at == known.expires_at:
+        return known
+    return _AGAIN
 
 
 def _parse_value(key: str, fields: list[Any]) -> StoredValue | None:

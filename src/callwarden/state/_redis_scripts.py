@@ -15,8 +15,8 @@ from redis.exceptions import NoScriptError, ResponseError
 from callwarden.state._base import Counter, CounterState, StoreUnavailable
 from callwarden.state._redis_deadline import until
 
-__all__ = ["Script", "command_within", "commands_within", "consume", "parse_consume", "record",
-           "refund", "remaining", "set_value"]
+__all__ = ["Script", "command_within", "commands_within", "consume", "get_changed",
+           "parse_consume", "record", "refund", "remaining", "set_value"]
 
 # KEYS: two per counter, the entries ZSET and its running total (both the total for a counter
 # without a window), then the session's history hash when a call is recorded.
@@ -177,6 +177,17 @@ return n
 """
 
 
+# KEYS[1]: a record's hash. ARGV[1]: the version the caller holds. Returns v, n, e as HMGET
+# does, with v left out ('') when the version is the caller's (its expiry is then compared by
+# the caller), and nothing when there is no record.
+_CHANGED = """
+local f = redis.call('HMGET', KEYS[1], 'n', 'e')
+if not f[1] then return {} end
+if f[1] == ARGV[1] then return {'', f[1], f[2] or ''} end
+return redis.call('HMGET', KEYS[1], 'v', 'n', 'e')
+"""
+
+
 class Script:
     """A Lua script run by EVALSHA, falling back to EVAL once the server has forgotten it."""
 
@@ -302,6 +313,7 @@ consume = Script(_CONSUME)
 refund = Script(_REFUND)
 record = Script(_RECORD)
 set_value = Script(_SET)
+get_changed = Script(_CHANGED)
 
 
 def parse_consume(counters: Sequence[Counter], reply: list[bytes]) -> list[CounterState]:

@@ -286,6 +286,25 @@ class SQLiteStore(StateStore):
         """See :meth:`StateStore.get`. See ``_twin``: on the loop when free."""
         return await self._twin(self.get, key)
 
+    def get_changed(self, key: str, known: StoredValue | None) -> StoredValue | None:
+        """See :meth:`StateStore.get_changed`: an unchanged record's value is neither read
+        nor decoded."""
+        check_key(key)
+        version, expires = (known.version, known.expires_at) if known is not None \
+            and known.key == key else (None, None)
+        row = self._run(lambda db: db.execute(self._sql.kv_changed, (
+            key, time.time(), version, expires)).fetchone(), None, write=False)
+        if row is None:
+            return None
+        if row[0] is None:
+            assert known is not None  # the value is left out only when it is known's
+            return known
+        return StoredValue(key, decode_value(row[0]), row[1], row[2])
+
+    async def aget_changed(self, key: str, known: StoredValue | None) -> StoredValue | None:
+        """See :meth:`StateStore.get_changed`. See ``_twin``: on the loop when free."""
+        return await self._twin(self.get_changed, key, known)
+
     def put(self, key: str, value: Mapping[str, Any], *, ttl: float | None) -> int:
         """See :meth:`StateStore.put`. One ``BEGIN IMMEDIATE`` transaction."""
         check_key(key)
@@ -557,6 +576,7 @@ class _Statements:
         "date_forever",
         "forget_pairs",
         "forget_sessions",
+        "kv_changed",
         "kv_delete",
         "kv_get",
         "kv_scan",
@@ -628,6 +648,10 @@ class _Statements:
         self.forget_sessions = f"DELETE FROM {p}sessions WHERE last_time <= ?"
         live = "(expires_at IS NULL OR expires_at > ?2)"
         self.kv_get = f"SELECT value, version, expires_at FROM {p}kv WHERE key = ?1 AND {live}"
+        self.kv_changed = (
+            f"SELECT CASE WHEN version IS ?3 AND expires_at IS ?4 THEN NULL ELSE value END,"
+            f" version, expires_at FROM {p}kv WHERE key = ?1 AND {live}"
+        )
         self.kv_version = f"SELECT version FROM {p}kv WHERE key = ?1 AND {live}"
         self.kv_upsert = (
             f"INSERT INTO {p}kv (key, value, version, expires_at) VALUES (?1, ?2, ?3, ?4)"
