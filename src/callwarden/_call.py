@@ -22,11 +22,14 @@ from typing import Any, NamedTuple
 from callwarden.exceptions import InvalidCall
 
 __all__ = [
-    "MAX_ARG_DEPTH", "FrozenDict", "Opaque", "ToolCall", "freeze", "freeze_args", "freeze_call_args",
-    "json_safe", "new_id", "parse_args", "snapshot", "thaw",
+    "MAX_ARG_DEPTH", "MAX_REQUEST_CHARS", "FrozenDict", "Opaque", "ToolCall", "freeze",
+    "freeze_args", "freeze_call_args", "json_safe", "new_id", "parse_args", "snapshot", "thaw",
 ]
 
 MAX_ARG_DEPTH = 64
+MAX_REQUEST_CHARS = 20_000
+"""How much of the user's request a call's ``context.request`` keeps, at most: its end (the
+adapters and hooks that read it from a conversation cut it so)."""
 
 _SCALARS = (str, int, float, bool, type(None), bytes)
 _SCALAR_TYPES = frozenset(_SCALARS)

@@ -52,6 +52,18 @@ class Tools:
         return [name for name, _ in self.ran]
 
 
+
+
+def mailer(sent: list[str]) -> FunctionTool:
+    """A send_email tool that appends each recipient it mails to ``sent``."""
+
+    def send_email(to: str) -> str:
+        sent.append(to)
+        return f"sent to {to}"
+
+    return FunctionTool(send_email, description="send an e-mail")
+
+
 def call(call_id: str, name: str, **args: Any) -> FunctionCall:
     return FunctionCall(id=call_id, name=name, arguments=json.dumps(args))
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -42,10 +42,14 @@ class FakeMessagesAPI:
 
     Args:
         turns: Assistant turns for the agent loop, each a list of content blocks.
+        before_turn: Called before each scripted turn is answered (a real model takes its
+            time: the CLI's writes of the turn so far land meanwhile).
     """
 
-    def __init__(self, turns: Sequence[Sequence[Mapping[str, Any]]] = ()) -> None:
+    def __init__(self, turns: Sequence[Sequence[Mapping[str, Any]]] = (),
+                 before_turn: Callable[[], None] | None = None) -> None:
         self._turns = [list(t) for t in turns]
+        self._before_turn = before_turn
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []  # every /v1/messages body, in order
         self.loop_requests: list[dict[str, Any]] = []  # those that offered tools
@@ -101,7 +105,12 @@ class FakeMessagesAPI:
             if not body.get("tools"):
                 return [text("ok")]
             self.loop_requests.append(dict(body))
-            return self._turns.pop(0) if self._turns else [text(FINAL_TEXT)]
+            if not self._turns:
+                return [text(FINAL_TEXT)]
+            turn = self._turns.pop(0)
+        if self._before_turn is not None:
+            self._before_turn()
+        return turn
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         api = self

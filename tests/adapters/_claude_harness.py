@@ -7,12 +7,14 @@ ran is visible as files: ``allowed.txt`` (allowed), ``keep.txt`` survives (denie
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -176,16 +178,34 @@ class CliRun(NamedTuple):
 
 def run_cli(root: Path, turns: list[list[dict[str, Any]]], settings: dict[str, Any], *,
             args: tuple[str, ...] = ("--allowedTools", "Bash"),
-            env: dict[str, str] | None = None) -> CliRun:
-    """Runs the bundled CLI in a fresh project whose ``.claude/settings.json`` is ``settings``."""
+            env: dict[str, str] | None = None, prompt: str = "Tidy up and deploy.",
+            transcript: bool = False) -> CliRun:
+    """Runs the bundled CLI in a fresh project whose ``.claude/settings.json`` is ``settings``,
+    with the user's ``prompt``. ``transcript``: each model turn waits until the CLI's session
+    transcript holds the prompt (it writes every 100 ms; a real model answers far later)."""
     project = make_project(root)
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text(json.dumps(settings))
-    with FakeMessagesAPI(turns) as api:
+    home = root / "home"
+    with FakeMessagesAPI(turns, before_turn=(lambda: wait_for_transcript(home, prompt))
+                         if transcript else None) as api:
         done = subprocess.run(
-            [str(CLI), "-p", "Tidy up and deploy.", "--output-format", "stream-json",
+            [str(CLI), "-p", prompt, "--output-format", "stream-json",
              "--verbose", *args],
-            cwd=project, env={**offline_env(api.url, root / "home"), **(env or {})},
+            cwd=project, env={**offline_env(api.url, home), **(env or {})},
             capture_output=True, text=True, timeout=90, check=False)
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return CliRun(api, project, events, done.returncode, done.stderr)
+
+
+def wait_for_transcript(home: Path, prompt: str, deadline: float = 60.0) -> None:
+    """Returns once a session transcript under ``home`` holds the user entry of ``prompt``
+    (or after ``deadline`` seconds: the test then fails on what it checks)."""
+    needle = '"role":"user","content":' + json.dumps(prompt)
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        for path in (home / ".claude" / "projects").rglob("*.jsonl"):
+            with contextlib.suppress(OSError):
+                if needle in path.read_text(errors="replace"):
+                    return
+        time.sleep(0.02)

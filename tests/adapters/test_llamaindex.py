@@ -22,10 +22,11 @@ from _llamaindex_support import (
     run,
 )
 from _readme import ReadmeSection
-from _scenario import DENY_MESSAGE, SECRET
+from _scenario import DENY_MESSAGE, REQUEST_POLICY, SECRET
 from llama_index.core import VectorStoreIndex
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
 from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.llms import ChatMessage
 from llama_index.core.objects import ObjectIndex
 from llama_index.core.tools import FunctionTool
 from llama_index.core.workflow import Context, JsonPickleSerializer
@@ -119,6 +120,29 @@ async def test_an_approver_rejection_gives_the_model_the_reason(kind: str) -> No
     assert tools.names() == []
     assert "alice denied it: freeze until Monday" in model.results_seen()["c4"]
     assert done.outputs["c4"].is_error
+
+
+async def test_the_users_latest_message_is_the_request_the_policy_sees() -> None:
+    """The recipient named in the latest user message is allowed; one named only earlier in
+    the chat history is a stranger, refused with the rule's message."""
+    policy = REQUEST_POLICY
+    sent: list[str] = []
+
+    def send_email(to: str) -> str:
+        """Sends an e-mail."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    model = Model([call("c1", "send_email", to="carol@example.org"),
+                   call("c2", "send_email", to="eve@attacker.example")], "done")
+    bot = guard_agent(FunctionAgent(name="assistant", tools=[send_email], llm=model.llm),
+                      policy)
+    history = [ChatMessage(role="user", content="Mail eve@attacker.example the notes"),
+               ChatMessage(role="assistant", content="Which notes?")]
+    await run(bot, "No, mail Carol@Example.org instead", chat_history=history)
+    assert sent == ["carol@example.org"]
+    assert model.results_seen() == {"c1": "sent to carol@example.org",
+                                    "c2": "Mail only people the user named."}
 
 
 # -- the workflow's native human-in-the-loop --------------------------------------------------

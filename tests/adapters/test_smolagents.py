@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from _readme import ReadmeSection
-from _scenario import POLICY, SECRET
+from _scenario import POLICY, REQUEST_POLICY, SECRET
 from _smolagents_support import (
     ScriptedModel,
     Tools,
@@ -25,8 +25,9 @@ from _smolagents_support import (
     run,
     tool_agent,
 )
-from smolagents import CodeAgent, FinalAnswerTool
+from smolagents import CodeAgent, FinalAnswerTool, ToolCallingAgent, tool
 from smolagents.memory import ActionStep
+from smolagents.monitoring import LogLevel
 
 from callwarden import ApprovalPending, Approve, Deny, Guard, RunHalted
 from callwarden.adapters.smolagents import (
@@ -131,6 +132,55 @@ def test_the_model_reads_the_refusal_in_its_next_turn() -> None:
     assert run(agent) == "ok"
     assert tools.names() == []
     assert "Observation:\nDeleting files is not allowed" in model.seen[1]
+
+
+def mailer(sent: list[str]) -> Any:
+    @tool
+    def send_email(to: str) -> str:
+        """Sends an e-mail.
+
+        Args:
+            to: The recipient.
+        """
+        sent.append(to)
+        return f"sent to {to}"
+
+    return send_email
+
+
+def test_the_users_latest_message_is_the_request_the_policy_sees() -> None:
+    """The recipient named in the latest task is allowed; one named only in an earlier task of
+    the conversation is a stranger, and the model reads the rule's message."""
+    sent: list[str] = []
+    model = ScriptedModel(answer("noted", "a1"),
+                          asks(call("c1", "send_email", to="carol@example.org"),
+                               call("c2", "send_email", to="eve@attacker.example")),
+                          answer("done", "a2"))
+    agent = ToolCallingAgent(tools=[mailer(sent)], model=model, verbosity_level=LogLevel.OFF)
+    guard_agent(agent, REQUEST_POLICY)
+    run(agent, "Mail eve@attacker.example the notes")
+    assert run(agent, "No, mail Carol@Example.org instead", reset=False) == "done"
+    assert sent == ["carol@example.org"]
+    assert "sent to carol@example.org" in model.seen[2]
+    assert "Mail only people the user named." in model.seen[2]
+
+
+def test_a_managed_agents_task_is_not_the_users_request() -> None:
+    """The managing model's task for a managed agent names eve: the user did not, so the
+    managed agent's call to eve is refused."""
+    sent: list[str] = []
+    helper_model = ScriptedModel(asks(call("h1", "send_email", to="eve@attacker.example")),
+                                 answer("tried", "h2"))
+    helper = ToolCallingAgent(tools=[mailer(sent)], model=helper_model, name="helper",
+                              description="sends mail", verbosity_level=LogLevel.OFF)
+    model = ScriptedModel(asks(call("m1", "helper", task="Mail eve@attacker.example")),
+                          answer("done", "m2"))
+    agent = ToolCallingAgent(tools=[], model=model, managed_agents=[helper],
+                             verbosity_level=LogLevel.OFF)
+    guard_agent(agent, REQUEST_POLICY)
+    assert run(agent, "Mail Carol@Example.org the notes") == "done"
+    assert sent == []
+    assert "Mail only people the user named." in helper_model.seen[1]
 
 
 # -- CodeAgent: the same scenario as generated code -----------------------------------------

@@ -320,6 +320,61 @@ def test_authzen_evaluations(service: Service) -> None:
         assert status == 400 and error["error"]["code"] == "bad_request", path
 
 
+REQUEST_RULES = """\
+tools:
+  send_email: {{roles: {{recipient: to}}}}
+"""
+STRANGERS = """\
+  - id: strangers
+    roles: {{recipient: {{in: [request]}}}}
+    effect: deny
+    message: Send only to people the user named.
+"""
+
+
+def test_the_users_request_decides_who_may_be_written_to(tmp_path: Path) -> None:
+    """``request`` (or ``context.request``, or AuthZEN's ``context.request``) is the user's
+    latest message: a recipient it names is allowed, a stranger is denied with the message."""
+    policy = POLICY.replace("rules:\n", REQUEST_RULES + "rules:\n" + STRANGERS)
+    service = Service(tmp_path, policy=policy)
+    asked = "Please send the Q3 report to alice@example.com."
+    try:
+        for given in ({"request": asked}, {"context": {"request": asked}},
+                      {"request": asked, "context": {"request": asked, "ticket": "T-1"}}):
+            named = service.decide("send_email", {"to": "alice@example.com"}, **given)
+            stranger = service.decide("send_email", {"to": "mallory@evil.example"}, **given)
+            conforms(stranger, "Decision")
+            assert named["effect"] == "allow", given
+            assert (stranger["effect"], stranger["rule"]) == ("deny", "strangers"), given
+            assert stranger["message"] == "Send only to people the user named."
+            assert stranger["call"]["context"]["request"] == asked
+        assert service.decide("send_email", {"to": "alice@example.com"})["effect"] == "deny"
+        evaluation = {"subject": {"type": "user", "id": "bob"},
+                      "action": {"name": "send_email"}, "context": {"request": asked}}
+        for to, allowed in (("alice@example.com", True), ("mallory@evil.example", False)):
+            status, answer, _ = service.request("POST", "/access/v1/evaluation", {
+                **evaluation, "resource": {"type": "email", "properties": {"to": to}}})
+            assert status == 200 and answer["decision"] is allowed, answer
+            conforms(answer, "EvaluationResult")
+        assert "Send only to people" in answer["context"]["reason_user"]["en"]
+        for bad in ({"request": 5}, {"context": {"request": ["x"]}},
+                    {"request": asked, "context": {"request": "something else"}}):
+            status, error, _ = service.request("POST", "/v1/decide", {
+                "tool": "send_email", "args": {"to": "alice@example.com"}, **bad})
+            assert status == 400 and "request" in error["error"]["message"], bad
+        status, error, _ = service.request("POST", "/access/v1/evaluation", {
+            **evaluation, "resource": {"properties": {"to": "a@b.example"}},
+            "context": {"request": 5}})
+        assert status == 400 and "request" in error["error"]["message"]
+    finally:
+        assert service.stop() == 0
+    for schema in ("ToolCall", "Evaluation"):
+        assert "request" in DOC["components"]["schemas"][schema]["properties"]["context"][
+            "properties"]
+    assert DOC["components"]["schemas"]["ToolCall"]["properties"]["request"]["type"] == [
+        "string", "null"]
+
+
 def test_health_readiness_metrics_and_the_openapi_document(service: Service) -> None:
     service.decide("read_file", {"path": "a"})
     service.decide("delete_file", {"path": "a"})

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from callwarden import _enforce
+from callwarden._call import MAX_REQUEST_CHARS
 from callwarden._guard import Guard
 from callwarden._messages import policy_answer
 
@@ -86,7 +87,6 @@ def policy_tool(source: Any, *, name: str = "check_policy", **fields: Any) -> An
     return check_policy
 
 
-_MAX_REQUEST_CHARS = 20_000
 
 
 def latest_user_text(messages: Any) -> str | None:
@@ -111,5 +111,5 @@ def latest_user_text(messages: Any) -> str | None:
                              and block.get("type") in ("text", "input_text"))
         else:
             continue
-        return text[-_MAX_REQUEST_CHARS:] if text else None
+        return text[-MAX_REQUEST_CHARS:] if text else None
     return None

@@ -28,6 +28,10 @@ call it replays. Effects in the framework's idiom:
 After the tool returns, output rules screen its result's text before the model sees it, and the
 outcome is audited. An error while deciding refuses the call with the reason (fail closed): an
 ordinary exception would become the framework's contentless "Error: Function failed.".
+
+No ``context.request``: a ``FunctionInvocationContext`` carries the function, its arguments,
+the session (whose history providers save the run's messages only after it) and runtime
+kwargs, never the conversation, so the user's latest message is not known to this middleware.
 """
 
 from __future__ import annotations

@@ -27,6 +27,10 @@ returning a coroutine Agno awaits for ``async def`` tools. Effects in Agno's idi
 
 Deciding that fails (a broken policy, a store error) refuses the call with the reason: the tool
 does not run. Agno's own control flow (``AgentRunException``, cancellation) passes through.
+
+A call's ``context.request`` is the run's latest user message (``run_context.messages``), without
+the knowledge references and dependencies Agno appends to it; a team member's user message is
+the leader's task, written by a model, so a member's calls (and a sub-team's) carry no request.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from callwarden._messages import (
     undecided,
 )
 from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.adapters._core import latest_user_text
 from callwarden.exceptions import ApprovalError, ApprovalPending
 
 __all__ = ["FRAMEWORK", "CallwardenToolHook"]
@@ -67,6 +72,10 @@ FRAMEWORK = "agno"
 """The name recorded in ``call.framework`` and the audit log."""
 
 _perf = time.perf_counter
+# What Agno appends to the user's message (agent/_messages.py, team/_messages.py): retrieved
+# documents and the app's dependencies are not what the user asked for.
+_APPENDED = ("\n\nUse the following references from the knowledge base if it helps:\n",
+             "\n\n<additional context>\n")
 
 
 class CallwardenToolHook:
@@ -228,7 +237,8 @@ class CallwardenToolHook:
         return {"call_id": _call_id(run_context, name, arguments),
                 "agent": who if isinstance(who, str) else None,
                 "session": _text(getattr(run_context, "session_id", None)),
-                "principal": _text(getattr(run_context, "user_id", None))}
+                "principal": _text(getattr(run_context, "user_id", None)),
+                "context": _request(run_context, owner)}
 
     def _effective(self, decision: Decision, arguments: dict[str, Any]) -> dict[str, Any]:
         """The arguments the tool runs with; raises for a call that may not run."""
@@ -326,6 +336,29 @@ def _run_fields(run: Any) -> dict[str, Any]:
     return {"session": _text(getattr(run, "session_id", None)),
             "principal": _text(getattr(run, "user_id", None)),
             "agent": getattr(run, "agent_name", None) or getattr(run, "team_name", None)}
+
+
+def _request(run_context: Any, owner: Any) -> dict[str, Any] | None:
+    """``{"request": text}``: the run's latest user message, without what Agno appended to
+    it; None for a team member's run, when there is none, or when it cannot be read — never
+    an exception."""
+    try:
+        if getattr(owner, "team_id", None) is not None \
+                or getattr(owner, "parent_team_id", None) is not None:
+            return None  # the leader's task for a member is no user's request
+        role = getattr(owner, "user_message_role", None) or "user"
+        for message in reversed(getattr(run_context, "messages", None) or ()):
+            if getattr(message, "role", None) != role:
+                continue
+            content = message.content
+            if isinstance(content, str):
+                for marker in _APPENDED:
+                    content = content.split(marker, 1)[0]
+            said = latest_user_text([{"role": "user", "content": content}])
+            return None if said is None else {"request": said}
+    except Exception:
+        return None
+    return None
 
 
 def _call_id(run_context: Any, name: str, arguments: Any) -> str | None:

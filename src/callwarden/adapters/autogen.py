@@ -15,6 +15,10 @@ the wrapper to ``AssistantAgent(workbench=...)``; for plain ``tools=[...]`` wrap
   workbench refuses every later call until :meth:`GuardedWorkbench.clear_halt`.
 
 Handoff tools bypass workbenches in AutoGen, so no policy sees them.
+
+AutoGen does not tell a workbench what the user asked for; given the agent's model context
+(``model_context=``, the one passed to ``AssistantAgent``), the workbench makes the latest
+message from ``"user"`` in it each call's ``context.request``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from callwarden._decision import Decision, Effect
 from callwarden._enforce import Enforcer, Screened
 from callwarden._messages import approval_pending, describe_refusal, halted, output_unscreened
 from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.adapters.autogen_guardrail import request_context
 from callwarden.exceptions import ApprovalPending, MissingDependency
 
 try:
@@ -70,13 +75,17 @@ class GuardedWorkbench(StaticStreamWorkbench):
         wait: Seconds to wait for an answer given elsewhere (``callwarden approvals approve``).
         agent / principal / session: Recorded on every call (AutoGen does not tell a
             workbench which agent calls it).
+        model_context: The agent's ``ChatCompletionContext`` (give the same one to
+            ``AssistantAgent(model_context=...)``): its latest message from the user is each
+            call's ``context.request``.
     """
 
     component_provider_override = "callwarden.adapters.autogen.GuardedWorkbench"
 
     def __init__(self, workbench: Workbench, policy: Any, *, approver: Any = None,
                  wait: float | None = None, agent: str | None = None,
-                 principal: str | None = None, session: str | None = None) -> None:
+                 principal: str | None = None, session: str | None = None,
+                 model_context: Any = None) -> None:
         # StaticWorkbench.__init__ is skipped on purpose: every method it backs is overridden.
         if not isinstance(workbench, Workbench):
             raise TypeError(f"GuardedWorkbench wraps an AutoGen Workbench, got "
@@ -86,6 +95,7 @@ class GuardedWorkbench(StaticStreamWorkbench):
         self._enforcer: Enforcer = enforcement_path(policy, framework="autogen",
                                                     approver=approver, wait=wait, agent=agent,
                                                     principal=principal, session=session)
+        self._model_context = model_context
         self._halted: Decision | None = None
         self._condition: CallwardenHaltTermination | None = None
 
@@ -233,7 +243,9 @@ class GuardedWorkbench(StaticStreamWorkbench):
         The same call asked again (a new model turn has a new call id) finds its request: it
         waits, runs once when approved, or is refused with the reviewer's reason."""
         try:
-            return await self._enforcer.adecide(name, arguments, call_id=call_id)
+            return await self._enforcer.adecide(
+                name, arguments, call_id=call_id,
+                context=await request_context(self._model_context))
         except ApprovalPending as pending:
             return _error(name, approval_pending(pending.decision, pending.request_id))
 

@@ -28,6 +28,11 @@ module defines them to the letter, so code written against the proposal works un
   today's AutoGen; :class:`GuardrailWorkbench` does the same in front of any workbench
   (``McpWorkbench`` included). Both also apply callwarden providers' output rules to the result
   and record the outcome — something the protocol has no step for.
+
+``evaluate`` is not told what the user asked for, so the provider reads the call's
+``context.request`` from the agent's model context when given one (``model_context=``, the
+``ChatCompletionContext`` also passed to ``AssistantAgent``): the text of its latest
+``UserMessage`` whose source is ``"user"`` (the task of ``run`` / ``run_stream``).
 """
 
 from __future__ import annotations
@@ -45,11 +50,13 @@ from callwarden._decision import Effect
 from callwarden._enforce import Enforcer
 from callwarden._messages import approval_pending, describe_refusal, halted, output_unscreened
 from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.adapters._core import latest_user_text
 from callwarden.exceptions import ApprovalPending, MissingDependency
 
 try:
     from autogen_core import CancellationToken
     from autogen_core import tools as autogen_tools
+    from autogen_core.models import UserMessage
     from autogen_core.tools import BaseTool, TextResultContent, ToolResult, ToolSchema, Workbench
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise MissingDependency("the AutoGen guardrail provider", "autogen-core", "autogen") from e
@@ -103,14 +110,18 @@ class CallwardenGuardrailProvider:
             ``TerminalApprover``).
         wait: Seconds to wait for an answer given elsewhere (``callwarden approvals approve``).
         agent / principal / session: Recorded on every call (``agent_name`` wins for agent).
+        model_context: The agent's ``ChatCompletionContext`` (give the same one to
+            ``AssistantAgent(model_context=...)``): its latest message from the user is each
+            call's ``context.request``.
     """
 
     def __init__(self, policy: Any, *, approver: Any = None, wait: float | None = None,
                  agent: str | None = None, principal: str | None = None,
-                 session: str | None = None) -> None:
+                 session: str | None = None, model_context: Any = None) -> None:
         self._enforcer: Enforcer = enforcement_path(policy, framework="autogen",
                                                     approver=approver, wait=wait, agent=agent,
                                                     principal=principal, session=session)
+        self._model_context = model_context
         self._halted: CallwardenDecision | None = None
         self._decisions: OrderedDict[str, CallwardenDecision] = OrderedDict()
 
@@ -147,8 +158,9 @@ class CallwardenGuardrailProvider:
         if self._halted is not None:
             return _deny(halted(self._halted), self._halted, halt=True)
         try:
-            decision = await self._enforcer.adecide(tool_name, args, call_id=call_id,
-                                                    agent=agent_name)
+            decision = await self._enforcer.adecide(
+                tool_name, args, call_id=call_id, agent=agent_name,
+                context=await request_context(self._model_context))
         except ApprovalPending as pending:
             return _deny(approval_pending(pending.decision, pending.request_id),
                          pending.decision, approval_request_id=pending.request_id)
@@ -191,6 +203,23 @@ class CallwardenGuardrailProvider:
                                                              message=str(screened.shown))
             return halted(self._halted), True
         return (value if screened.status == "ok" else screened.shown), False
+
+
+async def request_context(model_context: Any) -> dict[str, Any] | None:
+    """``{"request": text}`` from an AutoGen ``ChatCompletionContext``: its latest
+    ``UserMessage`` from ``"user"`` (another agent's message in a team is not the user's);
+    None when there is none or it cannot be read — never an exception."""
+    if model_context is None:
+        return None
+    try:
+        said = latest_user_text([
+            {"role": "user", "content": m.content if isinstance(m.content, str) else
+             [{"type": "text", "text": part} for part in m.content if isinstance(part, str)]}
+            for m in await model_context.get_messages()
+            if isinstance(m, UserMessage) and m.source == "user"])
+    except Exception:
+        return None
+    return None if said is None else {"request": said}
 
 
 def _deny(reason: str, decision: CallwardenDecision, **extra: Any) -> Any:

@@ -20,6 +20,12 @@ The SDK runs the Claude Code CLI, which asks the Python process at three points:
 
 By default callwarden's allow is "no opinion" in the hook, so ``permission_mode`` and
 ``allowed_tools`` keep their meaning; ``approve_allowed=True`` makes it skip the prompt.
+
+The user's prompt is the call's ``context.request``: a ``UserPromptSubmit`` hook callback
+remembers each prompt (by session and ``prompt_id``, which every PreToolUse input carries); a
+call of a prompt it did not see takes the latest prompt of the session transcript the CLI
+names (``transcript_path``, as ``callwarden hook claude-code`` does). ``can_use_tool`` carries
+neither, so a call only it sees (no hooks) has no request.
 """
 
 from __future__ import annotations
@@ -29,13 +35,14 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, cast
 
-from callwarden._call import thaw
+from callwarden._call import MAX_REQUEST_CHARS, thaw
 from callwarden._decision import Decision, Effect
 from callwarden._enforce import Enforcer
 from callwarden._messages import describe_refusal
 from callwarden.adapters._core import enforcer as enforcement_path
 from callwarden.exceptions import ApprovalPending, MissingDependency
 from callwarden.hooks._claude_code import EVENT, halt_key, parse_pre_tool_use, pre_tool_use_output
+from callwarden.hooks._transcript import with_request
 
 try:
     from claude_agent_sdk import (
@@ -51,6 +58,7 @@ __all__ = ["ClaudeAgentGuard", "callwarden_hooks", "callwarden_options", "permis
 
 FRAMEWORK = "claude-agent-sdk"
 POST_EVENT = "PostToolUse"
+PROMPT_EVENT = "UserPromptSubmit"
 # Decisions kept from PreToolUse until can_use_tool / PostToolUse see the same call; bounded
 # because a call may never come back (denied by Claude Code's own rules, interrupted).
 _REMEMBERED = 512
@@ -72,7 +80,7 @@ class ClaudeAgentGuard:
         timeout: Seconds the CLI gives the hook callback (the SDK's default is 60).
     """
 
-    __slots__ = ("_decisions", "_halted", "approve_allowed", "enforcer", "timeout")
+    __slots__ = ("_decisions", "_halted", "_prompts", "approve_allowed", "enforcer", "timeout")
 
     def __init__(self, guard: Any, *, approver: Any = None, wait: float | None = None,
                  agent: str | None = None, principal: str | None = None,
@@ -86,21 +94,41 @@ class ClaudeAgentGuard:
         # call id -> (decision, when it was made): read by can_use_tool, then PostToolUse.
         self._decisions: OrderedDict[str, tuple[Decision, float]] = OrderedDict()
         self._halted: OrderedDict[tuple[str, str], str] = OrderedDict()
+        # (session, prompt id) -> the user's prompt, from UserPromptSubmit.
+        self._prompts: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"ClaudeAgentGuard({self.enforcer!r})"
 
     def hooks(self) -> dict[str, list[HookMatcher]]:
         """``ClaudeAgentOptions(hooks=...)``: PreToolUse and PostToolUse matchers for every
-        tool, registered to block the call if a callback fails."""
-        return {event: [HookMatcher(matcher=None, hooks=[cast(Any, callback)],
-                                    timeout=self.timeout, on_failure="block")]
-                for event, callback in ((EVENT, self.pre_tool_use),
-                                        (POST_EVENT, self.post_tool_use))}
+        tool, registered to block the call if a callback fails, and a UserPromptSubmit
+        matcher that remembers the user's prompt (it never blocks the prompt)."""
+        matchers = {event: [HookMatcher(matcher=None, hooks=[cast(Any, callback)],
+                                        timeout=self.timeout, on_failure="block")]
+                    for event, callback in ((EVENT, self.pre_tool_use),
+                                            (POST_EVENT, self.post_tool_use))}
+        matchers[PROMPT_EVENT] = [HookMatcher(matcher=None, hooks=[
+            cast(Any, self.user_prompt_submit)], timeout=self.timeout, on_failure="continue")]
+        return matchers
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for ``ClaudeAgentOptions``: ``hooks`` and ``can_use_tool``."""
         return {"hooks": self.hooks(), "can_use_tool": self.can_use_tool}
+
+    async def user_prompt_submit(self, input_data: Any, tool_use_id: str | None,
+                                 context: Any) -> dict[str, Any]:
+        """The UserPromptSubmit hook callback: remembers the prompt, the request of the
+        calls made for it; no opinion on the prompt itself."""
+        if isinstance(input_data, Mapping) and input_data.get("hook_event_name") == \
+                PROMPT_EVENT:
+            session, prompt_id = input_data.get("session_id"), input_data.get("prompt_id")
+            prompt = input_data.get("prompt")
+            if isinstance(session, str) and session and isinstance(prompt, str):
+                self._prompts[session, prompt_id if isinstance(prompt_id, str) else ""] = \
+                    prompt[-MAX_REQUEST_CHARS:]
+                _trim(self._prompts)
+        return {}
 
     async def pre_tool_use(self, input_data: Any, tool_use_id: str | None,
                            context: Any) -> dict[str, Any]:
@@ -116,9 +144,13 @@ class ClaudeAgentGuard:
                 # Claude Code still runs the other calls of the halted turn: refuse them.
                 return _for_sdk(_halt_output(self._halted[key]))
             call_id = call.call_id or tool_use_id
+            context = dict(call.context or {})
+            prompt = self._prompts.get(key) if key is not None else None
+            if prompt:  # the prompt as submitted: the transcript may not be written yet
+                context["request"] = prompt
             decision = await self.enforcer.acheck(call.tool, call.args, call_id=call_id,
                                                   agent=call.agent, session=call.session,
-                                                  context=call.context)
+                                                  context=context)
             output = pre_tool_use_output(decision, approve_allowed=self.approve_allowed)
         except Exception as e:  # fail closed: a call we could not decide does not run
             return _blocked(f"callwarden: {type(e).__name__}: {e}; blocked")
@@ -144,7 +176,9 @@ class ClaudeAgentGuard:
                 # Not seen before it ran (no PreToolUse hook): decide it now for its rules.
                 decision = await self.enforcer.acheck(
                     str(input_data.get("tool_name")), input_data.get("tool_input"),
-                    call_id=call_id if isinstance(call_id, str) else None)
+                    call_id=call_id if isinstance(call_id, str) else None,
+                    context=with_request({}, input_data.get("transcript_path"),
+                                         "claude-code"))
                 started = time.perf_counter()
             else:
                 decision, started = remembered
@@ -179,9 +213,12 @@ class ClaudeAgentGuard:
         try:
             if decision is None or decision.tool != tool_name or \
                     thaw(decision.args) != tool_input:
-                # Not the call the hook decided (no hook, or its input changed since).
+                # Not the call the hook decided (no hook, or its input changed since): the
+                # hook's context (the transcript, the user's request) still describes it.
+                seen = thaw(decision.call.context) if decision is not None else None
                 decision = await self.enforcer.acheck(tool_name, tool_input, call_id=call_id,
-                                                      agent=getattr(context, "agent_id", None))
+                                                      agent=getattr(context, "agent_id", None),
+                                                      context=seen)
             decision = await self.enforcer.asettle(decision)
         except ApprovalPending as e:
             return PermissionResultDeny(message=(

@@ -23,6 +23,9 @@ ask is settled by the approver / wait, else denied with the pending request's id
 ``interrupt: true``, pauses the run with a LangGraph interrupt whose resume value is the
 reviewer's answer; halt is denied with ``metadata["halt"] = True`` (and pauses the run with
 ``interrupt: true``).
+
+No ``context.request``: a ``GuardrailRequest`` names the tool call, agent, thread, user and run,
+never the conversation, so the user's latest message is not known to this provider.
 """
 
 from __future__ import annotations

@@ -30,6 +30,11 @@ agent of the runner goes through them: sub-agents, workflow nodes, ``AgentTool``
 * output rules — ``after_tool_callback`` returns the redacted or withheld result in place of
   the tool's; a halting output rule halts as above.
 
+The user's request (``context.request``) is the text of the message that started the
+invocation (``tool_context.user_content``), or, when that carries no text (the answer to a
+confirmation), of the session's latest user event with text; at most its last 20,000
+characters.
+
 An error inside the plugin never reaches ADK (which would end the run with a RuntimeError):
 the call is refused with the reason, and a result that cannot be screened is withheld. An
 agent's own ``before_tool_callback`` runs after the plugin and can still change the arguments;
@@ -52,7 +57,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise MissingDependency("the Google ADK adapter", "google-adk", "google-adk") from e
 
-from callwarden._call import thaw
+from callwarden._call import MAX_REQUEST_CHARS, thaw
 from callwarden._decision import Decision, Effect, OutcomeStatus
 from callwarden._messages import (
     approval_pending,
@@ -296,12 +301,39 @@ class CallwardenPlugin(BasePlugin):
 
 
 def _fields(tool_context: ToolContext, session: str | None) -> dict[str, Any]:
-    """What ADK tells about the call: its id, the agent, the session and its user."""
+    """What ADK tells about the call: its id, the agent, the session and its user, and the
+    user's request."""
     user = getattr(tool_context, "user_id", None)
     agent = getattr(tool_context, "agent_name", None)
-    return {"call_id": tool_context.function_call_id, "session": session,
-            "agent": agent if isinstance(agent, str) and agent else None,
-            "principal": user if isinstance(user, str) and user else None}
+    fields: dict[str, Any] = {
+        "call_id": tool_context.function_call_id, "session": session,
+        "agent": agent if isinstance(agent, str) and agent else None,
+        "principal": user if isinstance(user, str) and user else None}
+    request = _request_of(tool_context)
+    if request is not None:
+        fields["context"] = {"request": request}
+    return fields
+
+
+
+
+def _request_of(tool_context: Any) -> str | None:
+    """The text of the user's latest message (see the module docstring); None when there is
+    none or it cannot be read."""
+    try:
+        contents = [getattr(tool_context, "user_content", None)]
+        events = getattr(getattr(tool_context, "session", None), "events", None) or ()
+        contents += [e.content for e in reversed(events) if getattr(e, "author", None) == "user"]
+        for content in contents:
+            parts = getattr(content, "parts", None) or ()
+            text = "\n".join(p.text for p in parts
+                             if isinstance(getattr(p, "text", None), str) and p.text
+                             and not getattr(p, "thought", False))
+            if text:
+                return text[-MAX_REQUEST_CHARS:]
+    except Exception:  # the request is a hint: unreadable means none
+        return None
+    return None
 
 
 def _session_of(context: Any) -> str | None:

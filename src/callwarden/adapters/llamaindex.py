@@ -31,6 +31,10 @@ Effects in LlamaIndex's idiom:
 Deciding, settling and screening go through :class:`~callwarden._enforce.Enforcer`; an error
 inside the adapter refuses the call with the reason (fail closed). ``AgentWorkflow``'s own
 ``handoff`` tool is built inside the workflow and is not guarded.
+
+A call's ``context.request`` is the user's latest message as the agent workflow keeps it in
+the run's context (``ctx.store["user_msg_str"]``, set from ``user_msg`` or the chat history's
+last user message); the sync ``call`` cannot read that async store and has no request.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from callwarden._messages import (
     undecided,
 )
 from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.adapters._core import latest_user_text
 from callwarden.exceptions import ApprovalError, ApprovalInvalid, ApprovalPending
 
 __all__ = ["FRAMEWORK", "GuardedTool", "ToolApprovalRequest", "ToolApprovalResponse", "ToolGate",
@@ -258,9 +263,11 @@ class GuardedTool(FunctionTool):
         if self.gate.halted is not None:
             return self._halt(self.gate.halted, arguments)
         agent = await _agent_name(ctx) or self.agent
+        context = await _request(ctx)
         pending: ApprovalPending | None = None
         try:
-            decision = await self.gate.enforcer.adecide(name, arguments, agent=agent)
+            decision = await self.gate.enforcer.adecide(name, arguments, agent=agent,
+                                                        context=context)
         except ApprovalPending as e:
             pending = e
         except Exception as e:  # fail closed: the tool does not run
@@ -269,7 +276,7 @@ class GuardedTool(FunctionTool):
             if ctx is None or not self.gate.pause:
                 return _error(name, arguments,
                               approval_pending(pending.decision, pending.request_id))
-            settled = await self._await_answer(ctx, pending, arguments, agent)
+            settled = await self._await_answer(ctx, pending, arguments, agent, context)
             if isinstance(settled, ToolOutput):
                 return settled
             decision = settled
@@ -288,8 +295,8 @@ class GuardedTool(FunctionTool):
         return self._screen(decision, output, arguments, started)
 
     async def _await_answer(self, ctx: Context, pending: ApprovalPending,
-                            arguments: dict[str, Any], agent: str | None
-                            ) -> Decision | ToolOutput:
+                            arguments: dict[str, Any], agent: str | None,
+                            context: dict[str, Any] | None) -> Decision | ToolOutput:
         """Pauses the workflow until the person answers (the step is replayed then: this same
         request is found pending again, and its answer is waiting)."""
         name, request_id, asked = self._name, pending.request_id, pending.decision
@@ -317,7 +324,8 @@ class GuardedTool(FunctionTool):
         except Exception as e:
             return _error(name, arguments, undecided(name, e))
         try:
-            return await enforcer.adecide(name, arguments, agent=agent, approval_id=request_id)
+            return await enforcer.adecide(name, arguments, agent=agent, context=context,
+                                          approval_id=request_id)
         except Exception as e:  # ApprovalPending included: nothing may run unsettled
             return _error(name, arguments, undecided(name, e))
 
@@ -474,6 +482,19 @@ async def _agent_name(ctx: Context | None) -> str | None:
     except Exception:  # a context outside a run: no agent to name
         return None
     return name if isinstance(name, str) else None
+
+
+async def _request(ctx: Context | None) -> dict[str, Any] | None:
+    """``{"request": text}``: the user's latest message the agent workflow keeps in the run's
+    store (``user_msg_str``); None when there is none or it cannot be read — never raises."""
+    if ctx is None:
+        return None
+    try:
+        said = latest_user_text([{"role": "user",
+                                  "content": await ctx.store.get("user_msg_str", default=None)}])
+    except Exception:
+        return None
+    return None if said is None else {"request": said}
 
 
 def _error(tool: str, arguments: dict[str, Any], text: str) -> ToolOutput:

@@ -19,6 +19,9 @@ effect maps onto the SDK's own idiom:
   blocked text; a halting output rule raises ``ToolOutputGuardrailTripwireTriggered``).
 
 Any error inside the adapter refuses the call with the reason; the tool does not run.
+
+The latest user message of the run's input (``RunContextWrapper.turn_input``, which the SDK
+copies into each ``ToolContext``) is the call's ``context.request``.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from callwarden._decision import Decision, Effect
 from callwarden._enforce import Enforcer
 from callwarden._messages import describe_refusal
 from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.adapters._core import latest_user_text
 from callwarden.exceptions import ApprovalPending
 
 __all__ = ["FRAMEWORK", "ToolGate", "guard_agent", "guard_tools"]
@@ -173,14 +177,16 @@ class ToolGate:
         """Rejects a paused call: records the refusal on callwarden's request and sends the
         model callwarden's message when the run resumes (``state.reject`` with that text)."""
         tool, args, call_id, agent = self._item(item)
-        message = self._refuse(tool, args, call_id, agent, by or self.reviewer, reason)
+        message = self._refuse(tool, args, call_id, agent, by or self.reviewer, reason,
+                               _state_request(state))
         state.reject(item, rejection_message=message)
 
     async def areject(self, state: Any, item: Any, *, reason: str | None = None,
                       by: str | None = None) -> None:
         """Async twin of :meth:`reject`."""
         tool, args, call_id, agent = self._item(item)
-        message = await self._arefuse(tool, args, call_id, agent, by or self.reviewer, reason)
+        message = await self._arefuse(tool, args, call_id, agent, by or self.reviewer, reason,
+                                      _state_request(state))
         state.reject(item, rejection_message=message)
 
     async def tool_error_formatter(self, args: Any) -> str | None:
@@ -207,9 +213,9 @@ class ToolGate:
                 self.enforcer.agent or (agent if agent in self._agents else None))
 
     def _refuse(self, tool: str, args: Any, call_id: str, agent: str | None, by: str,
-                reason: str | None) -> str:
+                reason: str | None, context: dict[str, Any] | None) -> str:
         enforcer = self.enforcer
-        decision = enforcer.check(tool, args, call_id=call_id, agent=agent)
+        decision = enforcer.check(tool, args, call_id=call_id, agent=agent, context=context)
         if decision.effect is not Effect.ASK:
             return _rejected_text(tool, by, reason)
         request_id = enforcer.request(decision)  # the same pending request
@@ -218,9 +224,10 @@ class ToolGate:
         return _rejected_text(tool, by, reason) if denied.allowed else describe_refusal(denied)
 
     async def _arefuse(self, tool: str, args: Any, call_id: str, agent: str | None, by: str,
-                       reason: str | None) -> str:
+                       reason: str | None, context: dict[str, Any] | None) -> str:
         enforcer = self.enforcer
-        decision = await enforcer.acheck(tool, args, call_id=call_id, agent=agent)
+        decision = await enforcer.acheck(tool, args, call_id=call_id, agent=agent,
+                                         context=context)
         if decision.effect is not Effect.ASK:
             return _rejected_text(tool, by, reason)
         return await self._arefused(decision, await enforcer.arequest(decision), by, reason)
@@ -285,7 +292,7 @@ class _Bound:
         key = (self.name, call_id)
         try:
             decision = await enforcer.acheck(self.name, params, call_id=call_id,
-                                             agent=self.agent)
+                                             agent=self.agent, context=_request(ctx))
             if decision.effect is Effect.ASK:
                 try:
                     decision = await enforcer.asettle(decision)
@@ -338,7 +345,8 @@ class _Bound:
         """Decides a call the approval stage did not (a resumed run, an always-approved tool)."""
         enforcer = self.gate.enforcer
         decision = await enforcer.acheck(self.name, ctx.tool_arguments,
-                                         call_id=ctx.tool_call_id, agent=self.agent)
+                                         call_id=ctx.tool_call_id, agent=self.agent,
+                                         context=_request(ctx))
         if decision.effect is not Effect.ASK:
             return decision
         approved = ctx.is_tool_approved(self.name, ctx.tool_call_id)
@@ -367,7 +375,8 @@ class _Bound:
                 # The tool ran without our invoker deciding it (its invoker was replaced):
                 # screen against a fresh decision rather than not at all.
                 decision = await enforcer.acheck(self.name, ctx.tool_arguments,
-                                                 call_id=ctx.tool_call_id, agent=self.agent)
+                                                 call_id=ctx.tool_call_id, agent=self.agent,
+                                                 context=_request(ctx))
                 started = _perf()
             else:
                 decision, started = entry.decision, entry.started
@@ -443,7 +452,7 @@ class _GuardedInvoker:
         bound = self.bound
         enforcer = bound.gate.enforcer
         decision = await enforcer.acheck(bound.name, input, call_id=ctx.tool_call_id,
-                                         agent=bound.agent)
+                                         agent=bound.agent, context=_request(ctx))
         try:
             return await enforcer.asettle(decision)
         except ApprovalPending:
@@ -497,6 +506,31 @@ def _gate(guard: Any, kwargs: dict[str, Any]) -> ToolGate:
                             f"{sorted(kwargs)}")
         return guard
     return ToolGate(guard, **kwargs)
+
+
+def _request(ctx: Any) -> dict[str, Any] | None:
+    """``{"request": text}`` from the run's input (``turn_input``: the items the run started
+    with, the user's message among them); None when there is none. Never raises: a request
+    that cannot be read is no request."""
+    try:
+        said = latest_user_text(getattr(ctx, "turn_input", None))
+    except Exception:
+        return None
+    return None if said is None else {"request": said}
+
+
+def _state_request(state: Any) -> dict[str, Any] | None:
+    """The request of a paused run's ``RunState`` (its context, else its original input)."""
+    found = _request(getattr(state, "_context", None))
+    if found is not None:
+        return found
+    try:
+        original = getattr(state, "_original_input", None)
+        said = latest_user_text([{"role": "user", "content": original}]
+                                if isinstance(original, str) else original)
+    except Exception:
+        return None
+    return None if said is None else {"request": said}
 
 
 def _failed(tool: str, error: BaseException) -> str:

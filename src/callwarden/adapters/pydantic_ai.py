@@ -37,6 +37,9 @@ the arguments the tool will really get (after any other capability rewrote them)
 If deciding fails (a broken policy, a store error), the tool does not run and the model gets a
 failed return saying why. Tools Pydantic AI never executes itself (``external`` tools, output
 tools) are not seen by any hook, so no policy sees them.
+
+The call's ``context.request`` is the latest ``UserPromptPart`` of the run's messages
+(``RunContext.messages``, else ``RunContext.prompt``).
 """
 
 from __future__ import annotations
@@ -54,7 +57,14 @@ try:
     from pydantic_ai.capabilities.abstract import NodeResult, WrapToolExecuteHandler
     from pydantic_ai.exceptions import AgentRunError, CallDeferred, SkipToolExecution, ToolFailed
     from pydantic_ai.exceptions import ApprovalRequired as DeferForApproval
-    from pydantic_ai.messages import ToolCallPart, ToolReturn, ToolReturnPart
+    from pydantic_ai.messages import (
+        ModelRequest,
+        TextContent,
+        ToolCallPart,
+        ToolReturn,
+        ToolReturnPart,
+        UserPromptPart,
+    )
     from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition
     from pydantic_core import to_jsonable_python
 except ImportError as e:  # pragma: no cover - depends on the environment
@@ -73,6 +83,7 @@ from callwarden._messages import (
     undecided,
 )
 from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.adapters._core import latest_user_text
 from callwarden.exceptions import (
     ApprovalError,
     ApprovalInvalid,
@@ -317,7 +328,8 @@ class CallwardenCapability(AbstractCapability[AgentDepsT]):
         name = getattr(ctx.agent, "name", None)
         return {"call_id": call.tool_call_id,
                 "agent": None if enforcer.agent or not isinstance(name, str) else name,
-                "session": None if enforcer.session else ctx.conversation_id}
+                "session": None if enforcer.session else ctx.conversation_id,
+                "context": _request(ctx)}
 
     def _halting(self, decision: Decision) -> None:
         """Ends this run once the current tool-call step is over."""
@@ -404,6 +416,31 @@ _CONTROL_FLOW = (CallDeferred, DeferForApproval, SkipToolExecution)
 
 class _Unappliable(CallwardenError):
     """A rewrite the tool's own schema rejects: the model is told to call it that way."""
+
+
+def _request(ctx: RunContext[Any]) -> dict[str, Any] | None:
+    """``{"request": text}``: the latest user prompt of the run (its messages, else its
+    prompt); None when there is none or it cannot be read — never an exception."""
+    try:
+        content: Any = ctx.prompt
+        found = False
+        for message in reversed(ctx.messages):
+            if isinstance(message, ModelRequest):
+                for part in reversed(message.parts):
+                    if isinstance(part, UserPromptPart):
+                        content, found = part.content, True
+                        break
+            if found:
+                break
+        if content is None:
+            return None
+        text = content if isinstance(content, str) else "\n".join(
+            item if isinstance(item, str) else item.content
+            for item in content if isinstance(item, str | TextContent))
+        said = latest_user_text([{"role": "user", "content": text}])  # trimmed as everywhere
+    except Exception:
+        return None
+    return None if said is None else {"request": said}
 
 
 def _plain(value: Any) -> Any:

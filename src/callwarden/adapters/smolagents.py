@@ -30,6 +30,11 @@ agent's answer, not an action, and is left alone. Managed agents' own tools are 
 the same gate. Remote executors (e2b, docker, modal, blaxel) run tools inside their sandbox,
 out of callwarden's reach: :func:`guard_agent` refuses them, and a ``GuardedTool`` refuses to be
 serialized.
+
+The call's ``context.request`` is the task of the latest ``TaskStep`` in the memory of the agent
+given to :func:`guard_agent` (``agent.run(task)``; for a managed agent's tools, the managing
+agent's task, not the one its model wrote); tools guarded alone (:func:`guard_tools`) belong to
+no agent and carry no request.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ try:
     from smolagents.local_python_executor import (  # type: ignore[import-untyped]
         LocalPythonExecutor,
     )
-    from smolagents.memory import ActionStep  # type: ignore[import-untyped]
+    from smolagents.memory import ActionStep, TaskStep  # type: ignore[import-untyped]
     from smolagents.tools import Tool  # type: ignore[import-untyped]
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise MissingDependency("the smolagents adapter", "smolagents", "smolagents") from e
@@ -67,6 +72,7 @@ from callwarden._messages import (
     undecided,
 )
 from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.adapters._core import latest_user_text
 from callwarden.exceptions import ApprovalPending, CallwardenError, RunHalted
 
 __all__ = ["FRAMEWORK", "GuardedTool", "ToolCallRefused", "ToolGate", "guard_agent",
@@ -114,6 +120,8 @@ class GuardedTool(Tool):  # type: ignore[misc]  # smolagents ships no type infor
         self.output_type = tool.output_type
         self.output_schema = getattr(tool, "output_schema", None)
         self.is_initialized = True  # the wrapped tool sets itself up when it first runs
+        # The agent the user gives tasks to (ToolGate.agent sets it): its task is the request.
+        self._user_agent: weakref.ref[Any] | None = None
 
     def __repr__(self) -> str:
         return f"GuardedTool({self._inner!r}, {self._gate!r})"
@@ -218,6 +226,9 @@ class ToolGate:
         Raises:
             TypeError: not a smolagents agent, or a ``CodeAgent`` whose executor is remote.
         """
+        return self._agent(agent, None)
+
+    def _agent(self, agent: Any, user_agent: weakref.ref[Any] | None) -> Any:
         if not isinstance(agent, MultiStepAgent):
             raise TypeError(f"guard_agent takes a smolagents agent, got {type(agent).__name__}")
         if isinstance(agent, CodeAgent) and not isinstance(agent.python_executor,
@@ -226,15 +237,17 @@ class ToolGate:
                 f"{type(agent.python_executor).__name__} runs the agent's tools inside a "
                 "remote sandbox, where callwarden cannot see their calls; guard a CodeAgent "
                 "with the local executor (executor_type='local')")
+        user_agent = user_agent or weakref.ref(agent)
         name = agent.name if isinstance(agent.name, str) else None
         for key, tool in list(agent.tools.items()):
             if key != _FINAL_ANSWER:
-                agent.tools[key] = self.tools([tool], agent=name)[0]
+                guarded = agent.tools[key] = self.tools([tool], agent=name)[0]
+                guarded._user_agent = user_agent
         if agent not in self._agents:
             self._agents.add(agent)
             agent.step_callbacks.register(ActionStep, self.step_callback())
         for managed in agent.managed_agents.values():
-            self.agent(managed)
+            self._agent(managed, user_agent)  # its task is written by the managing model
         return agent
 
     def step_callback(self) -> _StepCheck:
@@ -260,7 +273,8 @@ class ToolGate:
         except TypeError as e:
             return _refuse(invalid_call(name, e), None, dispatched)
         try:
-            decision = self.enforcer.decide(name, arguments, agent=tool.agent_name)
+            decision = self.enforcer.decide(name, arguments, agent=tool.agent_name,
+                                            context=_request(tool._user_agent))
         except ApprovalPending as pending:
             self._note_pending(pending)
             return _refuse(approval_pending(pending.decision, pending.request_id),
@@ -357,6 +371,22 @@ def _stop(agent: Any, step: Any, error: Exception) -> NoReturn:
         if not any(s is step for s in steps):
             steps.append(step)
     raise error
+
+
+def _request(user_agent: weakref.ref[Any] | None) -> dict[str, Any] | None:
+    """``{"request": text}``: the task of the latest ``TaskStep`` in the agent's memory; None
+    when there is none or it cannot be read — never an exception."""
+    try:
+        agent = None if user_agent is None else user_agent()
+        if agent is None:
+            return None
+        for step in reversed(list(agent.memory.steps)):
+            if isinstance(step, TaskStep):
+                said = latest_user_text([{"role": "user", "content": step.task}])
+                return None if said is None else {"request": said}
+    except Exception:
+        return None
+    return None
 
 
 def _refuse(text: str, decision: Decision | None, dispatched: bool) -> str:

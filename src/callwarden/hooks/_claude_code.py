@@ -3,7 +3,9 @@
 Claude Code runs the command for each ``PreToolUse`` event with the event's JSON on stdin
 (``hook_event_name``, ``tool_name``, ``tool_input``, ``tool_use_id``, ``session_id``, ``cwd``,
 ``transcript_path``, ``permission_mode``, ``agent_id`` / ``agent_type`` inside a sub-agent) and
-reads the reply from the exit code and stdout. How each effect is answered:
+reads the reply from the exit code and stdout. The user's latest prompt, read from the
+transcript, is the call's ``context.request`` (:mod:`callwarden.hooks._transcript`). How each
+effect is answered:
 
 ============  ==============================================================================
 allow         exit 0, no output: Claude Code's own permission rules and prompt still apply, so
@@ -41,6 +43,7 @@ from callwarden._call import thaw
 from callwarden._decision import Decision, Effect
 from callwarden._messages import describe_refusal
 from callwarden.hooks._base import HookCall, HookReply, register_dialect
+from callwarden.hooks._transcript import with_request
 
 __all__ = ["ClaudeCodeDialect", "halt_key", "parse_pre_tool_use", "pre_tool_use_output"]
 
@@ -86,6 +89,7 @@ def parse_pre_tool_use(payload: Mapping[str, Any]) -> HookCall | None:
                          f"{type(args).__name__}")
     fields = {key: _text(payload, key) for key in ("session_id", "cwd", "tool_use_id")}
     context = {key: value for key in _CONTEXT_FIELDS if (value := payload.get(key)) is not None}
+    with_request(context, payload.get("transcript_path"), "claude-code")
     return HookCall(tool=tool, args=args, session=fields["session_id"], cwd=fields["cwd"],
                     call_id=fields["tool_use_id"], agent=_text(payload, "agent_type"),
                     context=context)

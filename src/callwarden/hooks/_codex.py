@@ -4,7 +4,8 @@ Codex runs the hook with one JSON object on stdin (openai/codex
 codex-rs/hooks/schema/generated/pre-tool-use.command.input.schema.json): ``tool_name``
 (``Bash`` for every shell-like tool, ``apply_patch`` with the patch in ``tool_input.command``,
 ``mcp__server__tool`` for MCP tools), ``tool_input``, ``tool_use_id``, ``session_id``,
-``turn_id``, ``cwd``, ``model``, ``permission_mode``. It parses the reply in
+``turn_id``, ``cwd``, ``model``, ``permission_mode``, ``transcript_path`` (the session's
+rollout file, whose latest ``user_message`` is the call's ``context.request``). It parses the reply in
 codex-rs/hooks/src/engine/output_parser.rs (``parse_pre_tool_use``), where several fields are
 "unsupported" and make the hook *fail open*: the tool runs. So:
 
@@ -39,6 +40,7 @@ from callwarden.hooks._base import (
     text_field,
     tool_and_args,
 )
+from callwarden.hooks._transcript import with_request
 
 __all__ = ["Codex"]
 
@@ -73,6 +75,7 @@ class Codex:
             value = payload.get(key)
             if isinstance(value, str) and value:
                 context[key] = value
+        with_request(context, payload.get("transcript_path"), "codex")
         return HookCall(tool=tool, args=args, session=text_field(payload.get("session_id")),
                         cwd=text_field(payload.get("cwd")), call_id=text_field(payload.get("tool_use_id")),
                         agent=text_field(payload.get("agent_id")), context=context)

@@ -3,7 +3,9 @@
 Gemini CLI runs the hook with one JSON object on stdin and reads one JSON object from stdout
 (google-gemini/gemini-cli docs/hooks/reference.md, packages/core/src/hooks/types.ts). The
 ``BeforeTool`` input carries ``tool_name``, ``tool_input``, ``session_id``, ``cwd``,
-``hook_event_name`` and, for MCP tools, ``mcp_context`` (``server_name``, ``tool_name``).
+``hook_event_name``, ``transcript_path`` (the chat recording, whose latest user message is the
+call's ``context.request``) and, for MCP tools, ``mcp_context`` (``server_name``,
+``tool_name``).
 
 How each effect is answered:
 
@@ -41,6 +43,7 @@ from callwarden.hooks._base import (
     text_field,
     tool_and_args,
 )
+from callwarden.hooks._transcript import with_request
 
 __all__ = ["GeminiCli"]
 
@@ -78,6 +81,7 @@ class GeminiCli:
                 context["agent_tool_name"] = tool
                 context["mcp_server"] = server
                 tool = f"mcp__{server}__{name}"
+        with_request(context, payload.get("transcript_path"), "gemini-cli")
         return HookCall(tool=tool, args=args, session=text_field(payload.get("session_id")),
                         cwd=text_field(payload.get("cwd")), context=context)
 

@@ -151,9 +151,7 @@ class Service:
             if value is not None and not isinstance(value, str):
                 raise _Problem(400, "bad_request", f"'{name}' must be a string")
             fields[name] = value
-        context = body.get("context")
-        if context is not None and not isinstance(context, dict):
-            raise _Problem(400, "bad_request", "'context' must be an object")
+        context = _with_request(body.get("context"), body.get("request"))
         approval_id = body.get("approval_id")
         if approval_id is not None and not isinstance(approval_id, str):
             raise _Problem(400, "bad_request", "'approval_id' must be a string")
@@ -196,8 +194,9 @@ class Service:
     async def evaluate(self, body: Mapping[str, Any], holder: Holder) -> dict[str, Any]:
         """An AuthZEN evaluation (subject / action / resource / context) as a tool call: the
         action's name is the tool, the resource's properties (or ``context.args``) its
-        arguments, the subject its principal; the answer is ``{"decision": bool, "context":
-        {...}}``, true for allow and modify."""
+        arguments, the subject its principal, ``context.request`` the user's request (the
+        rest of the context is the call's context); the answer is ``{"decision": bool,
+        "context": {...}}``, true for allow and modify."""
         subject, action, resource, context = (body.get(k) for k in
                                               ("subject", "action", "resource", "context"))
         for name, part in (("subject", subject), ("action", action), ("resource", resource)):
@@ -269,6 +268,30 @@ def _filters(request: Request) -> Filters:
         return Filters(request.query_params)
     except ValueError as e:
         raise _Problem(400, "bad_request", str(e)) from None
+
+
+def _with_request(context: Any, request: Any) -> dict[str, Any] | None:
+    """The call's context, with the user's request (top-level ``request``, an alias of
+    ``context.request``) in it.
+
+    Raises:
+        _Problem: ``context`` is not an object, the request is not a string, or the two
+            request fields disagree.
+    """
+    if context is not None and not isinstance(context, dict):
+        raise _Problem(400, "bad_request", "'context' must be an object")
+    if request is not None:
+        if not isinstance(request, str):
+            raise _Problem(400, "bad_request", "'request' must be a string (the text of "
+                                               "the user's latest message)")
+        if context is not None and context.get("request") not in (None, request):
+            raise _Problem(400, "bad_request", "'request' and 'context.request' differ: "
+                                               "give the user's request once")
+        return {**(context or {}), "request": request}
+    if context is not None and not isinstance(context.get("request"), str | None):
+        raise _Problem(400, "bad_request", "'context.request' must be a string (the text "
+                                           "of the user's latest message)")
+    return context
 
 
 def _text(value: Any) -> str | None:
