@@ -34,6 +34,12 @@ errors: a call callwarden could not decide is blocked with the reason, and an ou
 not screen is withheld. The hooks are synchronous on CrewAI's async paths too (``akickoff``,
 ``kickoff_async``); ``wait`` then blocks the thread the hook runs on. Install the guard after
 any hook of yours that rewrites ``tool_input``: hooks run in the order they were registered.
+
+The call's ``context.request`` is what the user gave the crew: its own task's description
+(``context.task`` among ``crew.tasks``, kickoff inputs interpolated); for a coworker's delegated
+task (written by a model) the kickoff inputs, and for ``crewai chat`` (whose inputs the chat model
+fills in) the latest user chat message. An agent kicked off on its own carries none: CrewAI's
+hook context then holds no task, crew or messages.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from callwarden._messages import (
     undecided,
 )
 from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.adapters._core import latest_user_text
 from callwarden.exceptions import (
     ApprovalError,
     ApprovalInvalid,
@@ -275,6 +282,9 @@ class CrewGuard:
                           stop=CrewRunHalted(self._halted))
         role = getattr(context.agent, "role", None)
         fields: dict[str, Any] = {"agent": role if isinstance(role, str) and role else None}
+        request = _request(context)
+        if request is not None:
+            fields["context"] = {"request": request}
         try:
             decision = self.enforcer.decide(tool, args, **fields)
         except ApprovalPending as pending:
@@ -359,6 +369,27 @@ class CrewGuard:
                 return None
             del self._staged[id(args)]
             return entry
+
+
+def _request(context: ToolCallHookContext) -> str | None:
+    """What the user asked the crew for (see the module docstring); None when there is nothing
+    or it cannot be read — never an exception."""
+    try:
+        crew, task = context.crew, context.task
+        if crew is None:
+            return None
+        inputs = getattr(crew, "_inputs", None)
+        inputs = inputs if isinstance(inputs, Mapping) else {}
+        chat = inputs.get("crew_chat_messages")
+        if chat:  # crewai chat: the inputs (and so the description) came from the chat model
+            return latest_user_text(json.loads(str(chat)))
+        if task is not None and any(task is own for own in crew.tasks):
+            text = str(task.description)
+        else:  # a coworker's task, written by the delegating agent's model
+            text = "\n".join(str(value) for value in inputs.values())
+        return latest_user_text([{"role": "user", "content": text}])  # trimmed alike
+    except Exception:
+        return None
 
 
 def _console_prompt(decision: Decision, request_id: str) -> str:

@@ -37,6 +37,10 @@ A direct call has no model to tell, so it raises instead: ``ToolDenied``, ``Appr
 
 Filters run in the order they were added, the last one added closest to the function: add
 callwarden's after your own, so no other filter changes the arguments after the decision.
+
+The call's ``context.request`` is the text of the latest user message in the auto-invoke loop's
+``AutoFunctionInvocationContext.chat_history``; a direct call carries none (Semantic Kernel's
+``FunctionInvocationContext`` has no chat history).
 """
 
 from __future__ import annotations
@@ -58,9 +62,11 @@ from callwarden._messages import (
     undecided,
 )
 from callwarden.adapters._core import enforcer as enforcement_path
+from callwarden.adapters._core import latest_user_text
 from callwarden.exceptions import ApprovalPending, MissingDependency, RunHalted
 
 try:
+    from semantic_kernel.contents import AuthorRole, TextContent
     from semantic_kernel.filters import FilterTypes
     from semantic_kernel.functions import FunctionResult, KernelArguments
 except ImportError as e:  # pragma: no cover - depends on the environment
@@ -181,7 +187,8 @@ class CallwardenFilter:
             call = context.function_call_content
             decision = await self._enforcer.adecide(
                 tool, _arguments(function, context.arguments),
-                call_id=None if call is None else call.id, context=_context(function))
+                call_id=None if call is None else call.id,
+                context=_context(function, _request(context)))
         except ApprovalPending as pending:
             _reply(context, approval_pending(pending.decision, pending.request_id))
             context.terminate = context.terminate or self._stop_on_pending
@@ -332,9 +339,26 @@ def _rewritten(function: Any, arguments: Any, decision: Decision) -> Any:
     return rewritten
 
 
-def _context(function: Any) -> dict[str, Any] | None:
+def _context(function: Any, request: str | None = None) -> dict[str, Any] | None:
     plugin = function.plugin_name
-    return {"plugin": plugin} if plugin else None
+    context = {"plugin": plugin} if plugin else {}
+    if request is not None:
+        context["request"] = request
+    return context or None
+
+
+def _request(context: Any) -> str | None:
+    """The text items of the latest user message in the auto-invoke loop's chat history; None
+    when there is none or it cannot be read — never an exception."""
+    try:
+        for message in reversed(context.chat_history.messages):
+            if message.role == AuthorRole.USER:
+                text = "\n".join(item.text for item in message.items
+                                 if isinstance(item, TextContent) and item.text)
+                return latest_user_text([{"role": "user", "content": text}])  # trimmed alike
+    except Exception:
+        return None
+    return None
 
 
 def _plain(value: Any) -> Any:

@@ -74,6 +74,18 @@ class Tools:
                 t.max_usage_count = 1000
         return tools
 
+    def mail(self) -> list[BaseTool]:
+        """Only ``send_email``, for the request tests."""
+        log = self._log
+
+        @tool("send_email")
+        def send_email(to: str) -> str:
+            """Sends an e-mail."""
+            log("send_email", to=to)
+            return f"sent to {to}"
+
+        return [send_email]
+
     def names(self) -> list[str]:
         return [name for name, _ in self.ran]
 
@@ -132,19 +144,37 @@ def crew(tools: Tools, llm: ScriptedLLM, *, sequential: bool = False, role: str 
     return Crew(agents=[agent], tasks=[task], verbose=False)
 
 
+def mail_crew(tools: Tools, llm: ScriptedLLM, coworker: ScriptedLLM | None = None) -> Crew:
+    """A crew whose one task is "Mail the notes to {who}."; with a ``coworker`` model its agent
+    has no tools and delegates to a "mailer" coworker that has ``send_email``."""
+    if coworker is None:
+        agent = Agent(role="assistant", goal="mail people", backstory="a careful assistant",
+                      llm=llm, tools=tools.mail(), verbose=False)
+        agents = [agent]
+    else:
+        agent = Agent(role="coordinator", goal="get mail sent", backstory="a coordinator",
+                      llm=llm, tools=[], allow_delegation=True, verbose=False)
+        agents = [agent, Agent(role="mailer", goal="mail people", backstory="a mailer",
+                               llm=coworker, tools=tools.mail(), verbose=False)]
+    task = Task(description="Mail the notes to {who}.", expected_output="who was mailed",
+                agent=agent)
+    return Crew(agents=agents, tasks=[task], verbose=False)
+
+
 def guarded(the_crew: Crew, policy: Any = None, **options: Any) -> CrewGuard:
     """A guard for this crew only, installed."""
     return CrewGuard(POLICY if policy is None else policy, crew=the_crew, **options).install()
 
 
-def kickoff(the_crew: Crew, *, mode: str = "sync") -> Any:
+def kickoff(the_crew: Crew, *, mode: str = "sync", inputs: dict[str, Any] | None = None
+            ) -> Any:
     """Runs the crew (``sync``: kickoff, ``async``: akickoff, else ``kickoff_async``) and
     returns its output, or raises what it raised; see :func:`within_timeout`."""
     if mode == "sync":
-        return within_timeout(the_crew.kickoff)
+        return within_timeout(lambda: the_crew.kickoff(inputs=inputs))
     if mode == "async":
-        return within_timeout(lambda: asyncio.run(the_crew.akickoff()))
-    return within_timeout(lambda: asyncio.run(the_crew.kickoff_async()))
+        return within_timeout(lambda: asyncio.run(the_crew.akickoff(inputs=inputs)))
+    return within_timeout(lambda: asyncio.run(the_crew.kickoff_async(inputs=inputs)))
 
 
 def within_timeout(run: Callable[[], Any]) -> Any:

@@ -59,6 +59,11 @@ class Ops:
         self.ran.append(("wipe_disk", {"device": device}))
         return "wiped"
 
+    @kernel_function(description="Sends an e-mail.")
+    def send_email(self, to: str) -> str:
+        self.ran.append(("send_email", {"to": to}))
+        return f"sent to {to}"
+
     @kernel_function(description="Always fails.")
     def flaky(self, what: str) -> str:
         self.ran.append(("flaky", {"what": what}))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from _readme import ReadmeSection
+from _scenario import REQUEST_MESSAGE, REQUEST_POLICY
 from _sk_support import (
     POLICY,
     SECRET,
@@ -131,6 +132,20 @@ async def test_approver_rejection_gives_the_model_the_reason(kind: str) -> None:
     seen, _, _ = await run_one_turn(ops, approver=reject if kind == "sync" else areject)
     assert "deploy" not in ops.names()
     assert "alice denied it: freeze until Monday" in seen["c4"]
+
+
+async def test_the_users_latest_message_is_the_request_the_policy_sees() -> None:
+    """The recipient named in the latest user message is allowed; one named only in an earlier
+    turn of the thread is a stranger now."""
+    ops = Ops()
+    kernel, _ = kernel_with(ops, REQUEST_POLICY)
+    service = model("Noted.", [call("c1", "send_email", to="carol@example.org"),
+                               call("c2", "send_email", to="eve@attacker.example")], "Done.")
+    first = await ask_agent(kernel, service, "Mail eve@attacker.example the notes")
+    await ask_agent(kernel, service, "No, mail Carol@Example.org instead", thread=first.thread)
+    seen = results_seen(service)
+    assert ops.ran == [("send_email", {"to": "carol@example.org"})]
+    assert seen["c1"] == "sent to carol@example.org" and seen["c2"] == REQUEST_MESSAGE
 
 
 # -- halt -------------------------------------------------------------------------------------
