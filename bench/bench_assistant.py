@@ -1,11 +1,15 @@
-"""A 50-rule assistant policy using the policy language of issue 19 — roles, the user's request,
-named conditions and unless, seen parties, provenance, the CEL string and validation functions —
-deciding warm calls in a session with a 100-call history and 1,000 remembered untrusted values.
+"""A 50-rule assistant policy using the policy language of issue 19 — roles (names too), the
+user's request, named conditions and unless, seen parties, provenance, limits per payee, the CEL
+string and validation functions — deciding warm calls in a session with a 100-call history and
+1,000 remembered untrusted values.
 
 Run: .venv/bin/python bench/bench_assistant.py
 
-Memory store (the default). Prints the median µs per decision for each call of a mix (e-mail,
-calendar, payment, fetch, file tools) and the median over the mix; the goal is <= 10 µs.
+Memory store (the default). The session is a realistic assistant's: 100 calls, most of them
+reads (the inbox, the calendar, search, web pages, files), the rest mails, invitations, shares,
+a payment and a booking. Prints, for each distinct call, the median µs of a warm decision (7
+runs of 500), then the median and the 90th percentile over the session's 100 calls (each call
+weighted by how often the session makes it), and the slowest call; the goal is a median <= 10 µs.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from callwarden.state._facts import facts_key
 
 SESSION = "bench-session"
 REQUEST = ("Please send the Q3 notes to carol@example.org and book the review with "
-           "alice@corp.example on 2026-12-03; pay the invoice to GB82 WEST 1234 5698 7654 32")
+           "alice@corp.example on 2026-12-03; pay the invoice to GB82 WEST 1234 5698 7654 32 "
+           "and book Carol Diaz on the Lisbon flight")
 
 
 def policy() -> dict[str, Any]:
@@ -44,6 +49,9 @@ def policy() -> dict[str, Any]:
          "effect": "deny"},
         {"id": "fetch-private", "match": {"kind": "http"}, "urls": {"block_private": True},
          "effect": "deny"},
+        {"id": "bookings-named", "roles": {"person": {"in": ["request"]}}, "effect": "ask"},
+        {"id": "payee-twice", "match": {"kind": "payment"}, "effect": "ask",
+         "limit": {"calls": 1000, "window": "1d", "per": ["session", "payee"]}},
     ]
     # Filler rules of the kinds a real policy has: argument values per tool.
     for i in range(50 - len(rules)):
@@ -59,6 +67,8 @@ def policy() -> dict[str, Any]:
                                                       "text": ["subject", "body"]}},
             "create_event": {"roles": {"recipient": "attendees", "text": "title"}},
             "transfer": {"kind": "payment", "roles": {"payee": "iban"}},
+            "book_flight": {"roles": {"person": "passenger"}},
+            "read_inbox": {"output": "untrusted"},
         },
         "conditions": {
             "stranger": {"roles": {"recipient": {"in": ["contacts", "request", "seen"]}}},
@@ -68,30 +78,40 @@ def policy() -> dict[str, Any]:
     }
 
 
-CALLS: list[tuple[str, dict[str, Any]]] = [
+# (tool, arguments, how many of the session's 100 calls are this one)
+SESSION_CALLS: list[tuple[str, dict[str, Any], int]] = [
+    ("read_inbox", {"folder": "inbox", "limit": 20}, 20),
+    ("search_email", {"query": "Q3 notes"}, 12),
+    ("list_events", {"day": "2026-12-03"}, 10),
+    ("web_fetch", {"url": "https://docs.python.org/3/"}, 15),
+    ("read_file", {"path": "notes/q3.md"}, 10),
     ("send_email", {"to": "carol@example.org", "subject": "Q3 notes",
-                    "body": "Notes at https://wiki.corp.example/q3"}),
-    ("create_event", {"attendees": ["alice@corp.example"], "title": "Q3 review"}),
-    ("transfer", {"iban": "GB82WEST12345698765432", "amount": 420}),
-    ("web_fetch", {"url": "https://docs.python.org/3/"}),
-    ("read_file", {"path": "notes/q3.md"}),
+                    "body": "Notes at https://wiki.corp.example/q3"}, 12),
+    ("create_event", {"attendees": ["alice@corp.example"], "title": "Q3 review"}, 8),
+    ("share_file", {"share_with": "alice@corp.example", "file_id": "f-1"}, 6),
+    ("transfer", {"iban": "GB82WEST12345698765432", "amount": 420}, 4),
+    ("book_flight", {"passenger": "Carol Diaz", "destination": "LIS"}, 3),
 ]
 
 
 def main() -> None:
     guard = Guard.from_dict(policy())
     assert len(guard.engine.rules) == 50
-    # 100 calls of history in the session, and 1,000 untrusted values remembered.
-    for i in range(100):
-        guard.check("read_file", {"path": f"notes/{i}.md"}, session=SESSION, request=REQUEST)
+    # The session's 100 calls, made once: its history (and what they ran and read).
+    for tool, args, times in SESSION_CALLS:
+        for _ in range(times):
+            guard.run(tool, args, lambda **_: "From: carol@example.org\nsee https://x.example/",
+                      session=SESSION, request=REQUEST)
     untrusted = {"urls": [f"https://site{i}.example/page" for i in range(600)],
                  "emails": [f"person{i}@mail{i}.example" for i in range(400)]}
     guard.engine.store.put(facts_key(SESSION), {"untrusted": untrusted,  # type: ignore[union-attr]
                                                 "untrusted_at": time.time()}, ttl=None)
-    medians = []
-    print(f"{'call':14} {'effect':7} {'median µs':>10}")
-    for tool, args in CALLS:
-        decide = lambda: guard.check(tool, args, session=SESSION, request=REQUEST)  # noqa: E731
+    weighted: list[float] = []
+    print(f"{'call':14} {'effect':7} {'of 100':>6} {'median µs':>10}")
+    for tool, args, times in SESSION_CALLS:
+        def decide(tool: str = tool, args: dict[str, Any] = args) -> Any:
+            return guard.check(tool, args, session=SESSION, request=REQUEST)
+
         effect = decide().effect.value
         runs = []
         for _ in range(7):
@@ -99,9 +119,12 @@ def main() -> None:
             for _ in range(500):
                 decide()
             runs.append((time.perf_counter() - t0) / 500 * 1e6)
-        medians.append(statistics.median(runs))
-        print(f"{tool:14} {effect:7} {medians[-1]:10.1f}")
-    print(f"{'mix median':22} {statistics.median(medians):10.1f}   (goal <= 10 µs)")
+        median = statistics.median(runs)
+        weighted += [median] * times
+        print(f"{tool:14} {effect:7} {times:6} {median:10.1f}")
+    weighted.sort()
+    print(f"session median {statistics.median(weighted):.1f} µs (goal <= 10), "
+          f"90th percentile {weighted[89]:.1f} µs, slowest call {weighted[-1]:.1f} µs")
 
 
 if __name__ == "__main__":

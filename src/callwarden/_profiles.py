@@ -48,6 +48,10 @@ ARG_ROLES: Mapping[str, tuple[str, ...]] = {
     "text": ("body", "text", "message", "content", "subject", "html", "markdown", "comment",
              "description"),
     "file_id": ("file_id", "fileId", "document_id", "documentId", "doc_id"),
+    # Whom a booking, a ticket or an invitation is for, by name.
+    "person": ("passenger", "passengers", "passenger_name", "traveler", "travelers",
+               "traveller", "travellers", "guest_name", "guest_names", "full_name", "attendee_name",
+               "holder_name"),
     "query": ("query", "sql", "statement"),
     "code": ("code", "source"),
     # The file glob a search tool is restricted to (Grep's ``glob``, Gemini's ``include``).

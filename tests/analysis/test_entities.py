@@ -53,7 +53,7 @@ def test_entities_are_frozen_hashable_and_serializable() -> None:
     found = extract("Mail b@x.com and a@x.com on 2026-03-12.")
     assert found.of("emails") == frozenset({"a@x.com", "b@x.com"})
     assert found.as_dict()["emails"] == ["a@x.com", "b@x.com"]
-    assert list(found.as_dict()) == list(KINDS)
+    assert list(found.as_dict()) == [k for k in KINDS if k != "names"]  # runs of words: no list
     assert json.loads(json.dumps(found.as_dict()))["dates"] == ["2026-03-12"]
     assert hash(found) == hash(extract("Mail b@x.com and a@x.com on 2026-03-12."))
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -62,7 +62,9 @@ def test_entities_are_frozen_hashable_and_serializable() -> None:
 
 def test_extract_of_nothing_is_empty() -> None:
     assert extract(None) == extract("") == Entities()
-    assert extract("nothing to see here") == Entities()
+    plain = extract("nothing to see here")
+    assert dataclasses.replace(plain, names=Entities().names) == Entities()
+    assert "see here" in plain.names and "here nothing" not in plain.names  # only its words
 
 
 def test_extract_reads_a_text_once() -> None:
@@ -427,6 +429,7 @@ SAMPLES = {
     "amounts": "\u20ac120.50",
     "dates": "12 March 2026",
     "quoted": "Quarterly report",
+    "names": "Anne-Marie O'Neil",
 }
 
 
@@ -511,3 +514,24 @@ def test_hostile_text_is_read_in_bounded_time(index: int) -> None:
         assert len(values_of(kind, text)) <= 2 * MAX_PER_KIND
     assert all(len(found.of(kind)) <= MAX_PER_KIND for kind in KINDS)
     assert time.monotonic() - started < 30
+
+
+def test_names_are_words_compared_as_words() -> None:
+    request = extract("Please book the Lisbon flight for Ann Lee and Bob O\u2019Neil\u2019s wife.")
+    assert values_of("names", "  ann   LEE ") == {"ann lee"}
+    assert "ann lee" in request.names and "bob o'neil" in request.names
+    assert "lee ann" not in request.names and "n lee" not in request.names
+    assert "ann smith" not in request.names
+    # not names: digits, a comma that changes the order, too many words
+    for value in ("Ann Lee 2", "Lee, Ann", " ".join(["word"] * 9)):
+        assert all(is_rejected(v) for v in values_of("names", value)), value
+    assert normalize("names", "Dr. Ann Lee") == "dr ann lee"
+    assert Entities().names == extract("").names and "ann" not in Entities().names
+
+
+def test_a_word_of_mixed_scripts_names_nobody() -> None:
+    lookalike = "J\u043ehn Smith"  # a Cyrillic o inside a Latin name
+    assert normalize("names", lookalike) is None
+    assert "john smith" not in extract(f"book {lookalike} in").names
+    assert "smith" in extract(f"book {lookalike} in").names  # the other word is the user's
+    assert normalize("names", "Владимир Путин") == "владимир путин"

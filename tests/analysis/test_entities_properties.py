@@ -297,3 +297,46 @@ def test_quoted_text_is_extracted(before: str, content: str, quotes: str, after:
     assert value == " ".join(content.split()).casefold()
     assert value in extract(f"{before} {quotes.format(content)} {after}").quoted
     assert values_of("quoted", content.upper()) == {value}
+
+
+# -- names ------------------------------------------------------------------------------------
+
+given_name = st.sampled_from(["Ann", "Lee", "Zoë", "Łukasz", "Anne-Marie", "O'Neil", "José",
+                              "Владимир", "Nguyễn", "Björk", "Siobhán", "Maria"])
+person = st.lists(given_name, min_size=1, max_size=3).map(" ".join)
+
+
+@PROPERTY
+@given(person, st.lists(st.booleans()), st.sampled_from([" ", "  ", "\t"]), words, words)
+def test_a_name_the_user_wrote_is_in_the_request_however_it_is_cased_or_spaced(
+        name: str, cases: list[bool], space: str, before: str, after: str) -> None:
+    spelled = space.join(recase(name, cases).split(" "))
+    value = normalize("names", spelled)
+    assert value == normalize("names", name) == name.casefold()
+    assert value in extract(f"{before} {name} {after}").names
+    assert value in extract(f"{before} {name.upper()}'s {after}").names  # a possessive too
+
+
+@PROPERTY
+@given(person, st.integers(min_value=0, max_value=40), words)
+def test_a_look_alike_letter_never_makes_a_name_known_nor_unknown(name: str, index: int,
+                                                                    after: str) -> None:
+    altered = substitute(name, index % len(name))
+    if altered is None or altered == name:
+        return
+    known = normalize("names", name)
+    request = extract(f"please book {name} {after}")
+    assert known in request.names  # the real name stays known ...
+    # ... and the imitation is no name the user wrote (refused outright when it mixes scripts)
+    assert not any(v in request.names for v in values_of("names", altered))
+    assert known not in extract(f"please book {altered} {after}").names
+
+
+@PROPERTY
+@given(person, person, words)
+def test_only_the_words_in_a_row_are_a_name_of_the_request(first: str, second: str,
+                                                           after: str) -> None:
+    request = extract(f"book {first} and {second} {after}")
+    joined = normalize("names", f"{first} {second}")
+    assert joined is not None and joined not in request.names  # "and" stands between them
+    assert normalize("names", first) in request.names

@@ -120,6 +120,25 @@ def test_links_in_a_body_go_to_known_domains_only(guard: Guard) -> None:
     assert decide(guard, "send_email", request, to="alice@corp.example", body=body)[0] == "allow"
 
 
+def test_people_are_known_by_the_words_the_user_wrote() -> None:
+    guard = Guard.from_dict({"version": 1, "lists": {"family": ["Zoë Lee"]}, "rules": [
+        {"id": "named", "roles": {"person": {"in": ["family", "request"]}}, "effect": "ask"},
+        {"id": "named-guest", "roles": {"guest": {"in": ["request"], "as": "name"}},
+         "effect": "ask"}],
+        "tools": {"book_room": {"roles": {"guest": "guest"}}}})
+    request = "Book two seats for Ann Lee, and a room for Bob Smith"
+    assert decide(guard, "book_flight", request, passenger="ANN lee")[0] == "allow"
+    assert decide(guard, "book_flight", request, travellers=["zoë lee", "Ann Lee"])[0] == "allow"
+    asked = guard.check("book_flight", {"passenger": "Ann Smith"}, request=request)
+    assert (asked.effect.value, asked.rule) == ("ask", "named")
+    assert "'ann smith' is not in" in asked.reasons[0].message
+    assert decide(guard, "book_room", request, guest="bob smith")[0] == "allow"
+    assert decide(guard, "book_room", request, guest="Lee Ann")[0] == "ask"
+    lookalike = guard.check("book_room", {"guest": "B\u043eb Smith"}, request=request)
+    assert lookalike.effect.value == "ask" and "cannot be read safely" in \
+        lookalike.reasons[0].message
+
+
 # -- the policy file ------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -128,6 +147,7 @@ def test_links_in_a_body_go_to_known_domains_only(guard: Guard) -> None:
     ({"roles": {"text": {"in": ["request"], "find": "links"}}}, "is not a kind of entity"),
     ({"roles": {"recipient": {"in": []}}}, "in: must list named lists and/or request"),
     ({"roles": {"recipient": {"in": ["request"], "not": 1}}}, "unknown key 'not'"),
+    ({"roles": {"text": {"in": ["request"], "find": "names"}}}, "find: names is not possible"),
 ])
 def test_a_broken_roles_condition_is_a_policy_error(change: dict[str, Any], message: str) -> None:
     policy = {**POLICY, "rules": [{"id": "r", "effect": "deny", **change}]}

@@ -41,6 +41,7 @@ from callwarden.analysis.regex import searcher
 from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
 from callwarden.conditions.cel_functions import FUNCTIONS, STRING_BUILDERS, explain, functions_for
 from callwarden.conditions.cel_lists import ListBinder, keyed_maps
+from callwarden.conditions.cel_native import compile_native, native_lists
 from callwarden.exceptions import CelError, ConfigError, MissingDependency
 
 __all__ = ["CelCondition", "CelError"]
@@ -138,7 +139,7 @@ class CelCondition:
     """
 
     __slots__ = ("_contexts", "_functions", "_getters", "_history_tools", "_hit", "_lists",
-                 "_loops", "_program", "_splits", "expression")
+                 "_loops", "_native", "_native_lists", "_program", "_splits", "expression")
 
     def __init__(self, config: Any, env: CompileEnv) -> None:
         if not isinstance(config, str) or not config.strip():
@@ -194,8 +195,13 @@ class CelCondition:
         # Named lists are converted to CEL-ready values once; only narrowed lists are
         # (cheaply) rebuilt per call.
         self._lists: ListBinder | None = None
+        source_tokens = _tokenize(source) if tokens is not None else None
+        self._native = None if source_tokens is None else compile_native(
+            source_tokens, {**FUNCTIONS, **self._functions}, cel.evaluate)
+        self._native_lists: dict[str, Any] | None = None
         if "lists" in plan.keys:
             names = sorted(lists) if list_keys is None else sorted(list_keys)
+            self._native_lists = native_lists({n: lists[n] for n in names})
             maps = frozenset(n for n in names if isinstance(lists[n], Mapping))
             keyed, selected = keyed_maps(
                 tokens, maps, frozenset(VARIABLES) - {"lists"}, cel,
@@ -224,6 +230,18 @@ class CelCondition:
             CelError: when evaluation fails or the result is not a bool.
         """
         activation = {name: get(subject) for name, get in self._getters}
+        if self._native is not None and self._loops <= 1:  # the fast path (cel_native)
+            if self._native_lists is not None:
+                activation["lists"] = self._native_lists
+            try:
+                result = self._native(activation)
+            except Exception:  # Unsure, or a function's own error: the bindings say
+                result = None
+            if result is True:
+                return self._hit
+            if result is False:
+                return None
+            activation.pop("lists", None)
         if self._lists is not None:
             activation["lists"] = self._lists_for(activation)
         if self._loops > 1:

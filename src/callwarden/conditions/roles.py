@@ -16,8 +16,9 @@ named by the user in this request.
 One rule covers every tool that has the role (a tool without a value for it passes). Values are
 compared after the same normalization on both sides (:mod:`callwarden.analysis.entities`):
 ``as:`` says how (``email``, ``domain``, ``url``, ``iban``, ``card``, ``phone``, ``amount``,
-``date``, ``text``; by default the role's own: ``recipient`` → email, ``payee`` → iban, ``url``
-→ url, ``amount`` → amount, others → text), ``find:`` takes the entities of that kind out of free
+``date``, ``text``, ``name``; by default the role's own: ``recipient`` → email, ``payee`` →
+iban, ``url`` → url, ``amount`` → amount, ``person`` → name, others → text; a name is in the
+request when the request has its words in a row), ``find:`` takes the entities of that kind out of free
 text first (the links of a body). ``in:`` lists where a value may come from: a named list of
 ``lists:``, ``request`` — the entities of the user's request (``guard.check(...,
 request="...")``, the service's and hooks' ``context.request``) — or ``seen``, the values this
@@ -28,7 +29,8 @@ value of that kind at all (``bob`` is no e-mail address); the reason names it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
@@ -40,8 +42,10 @@ __all__ = ["RolesMatcher", "entities_module", "seen_values"]
 
 # ``as:`` -> the entity kind compared.
 _AS = {"email": "emails", "domain": "domains", "url": "urls", "iban": "ibans", "card": "cards",
-       "phone": "phones", "amount": "amounts", "date": "dates", "text": "quoted"}
-_ROLE_AS = {"recipient": "email", "payee": "iban", "url": "url", "amount": "amount"}
+       "phone": "phones", "amount": "amounts", "date": "dates", "text": "quoted",
+       "name": "names"}
+_ROLE_AS = {"recipient": "email", "payee": "iban", "url": "url", "amount": "amount",
+            "person": "name"}
 _KEYS = ("in", "as", "find")
 _MAX_SHOWN = 80
 
@@ -78,6 +82,10 @@ class _Check:
             raise ConfigError(f"as: {as_!r} is not a kind of value", key=f"{role}.as",
                               hint="as: " + ", ".join(_AS))
         find = spec.get("find")
+        if find == "names":
+            raise ConfigError("find: names is not possible: no list of the names in a text "
+                              "can be made", key=f"{role}.find",
+                              hint="give the name's own argument a role, with as: name")
         if find is not None and find not in entities.KINDS:
             raise ConfigError(f"find: {find!r} is not a kind of entity", key=f"{role}.find",
                               hint="find: " + ", ".join(entities.KINDS))
@@ -114,9 +122,7 @@ class _Check:
         if self.find is not None:
             found = entities.values_of(self.find, text)
             if self.find != self.kind:
-                found = frozenset(f if entities.is_rejected(f) else
-                                  (entities.normalize(self.kind, f)
-                                   or entities.REJECTED_PREFIX + f) for f in found)
+                found = _as_kind(self.kind, found)
             return found, False
         values = entities.values_of(self.kind, text)
         return values, not values
@@ -143,12 +149,12 @@ class _Check:
                             "look-alike characters, or not well formed), so it is not taken "
                             f"for one in {self.sources}")
             for more in self._more(subject):
-                rest = rest - more
+                rest = frozenset(item for item in rest if item not in more)
             if rest:
                 return f"{self.role} {_shown(min(rest))} is not in {self.sources}"
         return None
 
-    def _more(self, subject: Subject) -> Iterator[frozenset[str]]:
+    def _more(self, subject: Subject) -> Iterator[Container[str]]:
         """The values known besides the lists: the request's, the session's seen parties."""
         if self.request:
             context = subject.call.context
@@ -160,11 +166,21 @@ class _Check:
             yield (facts.get("seen") or {}).get(self.kind, frozenset())
 
 
+@lru_cache(maxsize=4096)
+def _as_kind(kind: str, found: frozenset[str]) -> frozenset[str]:
+    """Values found as one kind (the links of a text), read as another (their domains); one
+    that is not of that kind stays a rejected marker. Kept: a text's links repeat."""
+    entities = entities_module()
+    return frozenset(f if entities.is_rejected(f) else
+                     (entities.normalize(kind, f) or entities.REJECTED_PREFIX + f)
+                     for f in found)
+
+
 _SOURCE_NAMES = {"request": "the user's request",
                  "seen": "the parties of this session's earlier calls"}
 _A = {"emails": "an e-mail address", "domains": "a domain", "urls": "a URL",
       "ibans": "a valid IBAN", "cards": "a valid card number", "phones": "a phone number",
-      "amounts": "an amount", "dates": "a date", "quoted": "a text"}
+      "amounts": "an amount", "dates": "a date", "quoted": "a text", "names": "a name"}
 
 
 def _items(value: Any) -> list[Any]:

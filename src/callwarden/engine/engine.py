@@ -402,9 +402,9 @@ class Engine:
         if isinstance(states, StoreFailure):
             entries.append(self._store_error(states))
             return
-        for rule, state in zip(owners, states, strict=True):
-            if state.exceeded:
-                entries.append(self._limit_entry(rule, state, now))
+        # a rule counting per value (per recipient) says so once, however many it exceeds
+        exceeded = {id(r): (r, s) for r, s in zip(owners, states, strict=True) if s.exceeded}
+        entries.extend(self._limit_entry(rule, state, now) for rule, state in exceeded.values())
 
     def _limit_entry(self, rule: Rule, state: Any, now: float) -> Entry:
         """The entry of a limit the call exceeds, with a message saying when it frees up."""
@@ -425,12 +425,12 @@ class Engine:
             try:
                 if not rule.applies(subject):
                     continue
-                counter = rule.limit.counter(rule.id, current)
+                counters = rule.limit.counters(rule.id, current, subject.profile)
             except Exception as e:
                 yield rule, Entry(rule.id, rule.source, self.error_verdict(rule, e),
                                   Mode.ENFORCE, rule.order)
                 continue
-            yield rule, counter
+            yield from ((rule, counter) for counter in counters)
 
     def _history_options(self, plan: Plan, deadline: float) -> dict[str, Any]:
         """The history read's options: the deadline, and the tools the rules read when

@@ -4,6 +4,8 @@ compare-and-set, so concurrent processes never lose each other's values."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from time import perf_counter as _perf
+from types import MappingProxyType
 from typing import Any
 
 from callwarden._call import ToolCall
@@ -78,9 +80,19 @@ class FactsUse:
         return None if step is None else self._take(subject, (yield step))
 
     def load_inline(self, store: Any, subject: Subject, deadline: float) -> StoreFailure | None:
-        """``load`` on a store that never waits (the engine's fast path): no driver."""
-        step = self._step(store, subject, deadline)
-        return None if step is None else self._take(subject, step.run())
+        """``load`` on a store that never waits (the engine's fast path): called directly."""
+        session = subject.call.session
+        if not self.reads or session is None:
+            return None
+        if _perf() > deadline:
+            return StoreFailure(TimeoutError("the deadline passed before the state store was "
+                                             "reached"))
+        cached = self._views.get(session)
+        try:
+            found = store.get_changed(facts_key(session), cached[0] if cached else None)
+        except Exception as e:  # StoreUnavailable, or a store bug: both fail closed
+            return StoreFailure(e)
+        return self._take(subject, found)
 
     def _step(self, store: Any, subject: Subject, deadline: float) -> StoreStep | None:
         session = subject.call.session
@@ -97,14 +109,15 @@ class FactsUse:
         session = subject.call.session
         assert session is not None
         cached = self._views.get(session)
-        if cached is not None and found is cached[0]:
+        if found is None:
+            view = _NO_FACTS
+        elif cached is not None and found is cached[0]:
             view = cached[1]
         else:
-            view = _view(found.value if found is not None else {})
-            if found is not None:
-                if len(self._views) >= _MAX_VIEWS:
-                    self._views.clear()  # a process serving this many sessions rereads
-                self._views[session] = (found, view)
+            view = _view(found.value)
+            if len(self._views) >= _MAX_VIEWS:
+                self._views.clear()  # a process serving this many sessions rereads
+            self._views[session] = (found, view)
         subject.memo["facts"] = view
         subject.memo["facts_record"] = found
         return None
@@ -116,7 +129,8 @@ class FactsUse:
         there is nothing to write — the facts read for this decision hold them already (the
         usual case in a long session)."""
         session = subject.call.session
-        if not self.seen or not allowed or session is None:
+        if not self.seen or not allowed or session is None \
+                or not any(subject.role_values(role) for role, _ in self.seen):
             return ()
         seen = seen_values(subject, self.seen)
         known = (subject.memo.get("facts") or {}).get("seen") or {}
@@ -127,6 +141,7 @@ class FactsUse:
 
 
 _MAX_VIEWS = 4096
+_NO_FACTS: Mapping[str, Any] = MappingProxyType({})  # a session without facts (shared: read-only)
 
 
 def _view(value: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,9 +7,16 @@ limits that apply to a call::
     limit: {calls: 10, window: 60s, per: [agent, tool]}       # rate: sliding 60 s window
     limit: {sum: args.amount, max: 1000, window: 1d, per: principal}   # weighted budget
     limit: {attempts: 5, window: 10m, per: [session, tool, args]}  # the same call retried
+    limit: {calls: 2, window: 1d, per: [principal, payee]}   # per value of a role or argument
+    limit: {sum: args.amount, max: 500, window: 1d, per: [session, args.currency]}
 
 Budgets and rate limits count only calls the final decision allows; attempt caps count every
 call they apply to, so an agent retrying a blocked call in a loop is stopped.
+
+``per:`` a role (``recipient``, ``payee``, ``url``, ``person`` ... or ``roles.NAME`` for one a
+profile declares) or an argument (``args.to``) counts per value: values compared as the role's
+kind of entity (``Bob@X.com`` is ``bob@x.com``, an IBAN without spaces), a call with several
+(two recipients) counted once under each, a call without one under "none".
 """
 
 from __future__ import annotations
@@ -19,10 +26,11 @@ import json
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from callwarden._call import ToolCall
+from callwarden._profiles import ARG_ROLES, ToolProfile
 from callwarden._units import parse_duration
 from callwarden.exceptions import ConfigError
 from callwarden.state import Counter, CounterState
@@ -35,6 +43,9 @@ MAX_WINDOW = 10 * 365.25 * 86400.0
 PER_FIELDS = ("session", "agent", "principal", "tool", "framework", "args")
 _KEYS = ("calls", "attempts", "sum", "max", "window", "per")
 _COUNTERS_KEPT = 4096
+_MAX_COUNTERS = 64  # counters of one limit for one call (values of its roles, multiplied)
+# Roles whose values compare as entities (as roles: compares them); others as written.
+_ROLE_KINDS = {"recipient": "emails", "payee": "ibans", "url": "urls", "person": "names"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +114,36 @@ class LimitSpec:
         per_raw = config.get("per", ())
         per = (per_raw,) if isinstance(per_raw, str) else tuple(per_raw)
         for name in per:
-            if name not in PER_FIELDS:
+            if not isinstance(name, str) or not (
+                    name in PER_FIELDS or name in ARG_ROLES
+                    or (name.startswith(("roles.", "args.")) and name.partition(".")[2] != "")):
                 raise ConfigError(f"cannot count per {name!r}", key="per",
-                                  hint=f"use any of {', '.join(PER_FIELDS)} (or omit: global)")
+                                  hint=f"use any of {', '.join(PER_FIELDS)}, a role "
+                                       "(recipient, payee, roles.NAME) or an argument "
+                                       "(args.NAME); or omit: global")
         return cls(kind, float(limit), window, per, weight_path)
+
+    def counters(self, rule_id: str, call: ToolCall, profile: ToolProfile) -> list[Counter]:
+        """The counters this call touches: one, or one per value of the roles and arguments
+        it counts per (see the module docstring).
+
+        Raises:
+            ValueError: as :meth:`counter`, and when the call holds so many values that it
+                would touch more than 64 counters (refused, never counted partly).
+        """
+        valued = [name for name in self.per if name not in PER_FIELDS]
+        if not valued:
+            return [self.counter(rule_id, call)]
+        base = self.counter(rule_id, call)
+        keys = [base.key]
+        for name in valued:
+            values = _values_per(name, call, profile)
+            keys = [f"{key}|{_escape(name)}" if value is None else
+                    f"{key}|{_escape(name)}={_escape(value)}" for key in keys for value in values]
+            if len(keys) > _MAX_COUNTERS:
+                raise ValueError(f"the call holds too many values of {', '.join(valued)} to "
+                                 f"count (more than {_MAX_COUNTERS} counters)")
+        return [replace(base, key=key) for key in keys]
 
     def counter(self, rule_id: str, call: ToolCall) -> Counter:
         """The counter this call touches.
@@ -120,13 +157,15 @@ class LimitSpec:
                 closed: a spend budget never lets an unpriced call through).
         """
         kept = None
-        if self.weight_path is None and "args" not in self.per:
-            kept = (rule_id, *(getattr(call, name) for name in self.per))
+        if self.weight_path is None and "args" not in self.per:  # (roles: keyed in counters())
+            kept = (rule_id, *(getattr(call, name) for name in self.per if name in PER_FIELDS))
             counter = self._counters.get(kept)
             if counter is not None:
                 return counter
         parts = [_escape(rule_id)]
         for name in self.per:
+            if name not in PER_FIELDS:
+                continue  # a role or an argument: see counters()
             if name == "args":
                 # The same arguments again: what a retry loop looks like.
                 canonical = json.dumps(call.args, sort_keys=True, default=repr)
@@ -165,6 +204,29 @@ class LimitSpec:
     def scope(self) -> str:
         """``per session and tool`` / ``in total``."""
         return f"per {' and '.join(self.per)}" if self.per else "in total"
+
+
+def _values_per(name: str, call: ToolCall, profile: ToolProfile) -> list[str | None]:
+    """The values of a role (``payee``, ``roles.x``) or an argument (``args.to``) a call is
+    counted under, normalized and sorted; ``[None]`` when it has none."""
+    if name.startswith("args."):
+        value: Any = call.args
+        for part in name[5:].split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        raw = [] if value is None else list(value) if isinstance(value, list | tuple) else [value]
+    else:
+        role = name.removeprefix("roles.")
+        raw = list(profile.values(call.args, role))
+        kind = _ROLE_KINDS.get(role)
+        if kind is not None:
+            from callwarden.analysis import entities
+
+            raw = [v for item in raw for v in (
+                entities.values_of(kind, item if isinstance(item, str) else str(item))
+                or {str(item)})]
+    found = sorted({v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=repr)
+                    for v in raw if v is not None})
+    return list(found) or [None]
 
 
 def _escape(value: object) -> str:

@@ -1,6 +1,8 @@
 """Policy examples: inline ``examples`` of a rule, decided by the compiled policy.
 
-A case is a call (``tool``, ``args``, ``agent`` ...) and the effect it must get. Cases are
+A case is a call (``tool``, ``args``, ``agent`` ...) and the effect it must get, after the
+``earlier`` calls of its session if it lists them (what the session saw: a tool's ``output``
+there is what it returned, for rules about where a value came from). Cases are
 decided by the engine on its own in-memory store: checking a policy never counts against real
 limits and writes nothing to an audit log.
 """
@@ -9,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from time import perf_counter as _perf
 from typing import TYPE_CHECKING, Any
 
-from callwarden._call import thaw
+from callwarden._call import new_id, thaw
 from callwarden._decision import Decision, Effect
+from callwarden._flow import drive
 from callwarden.engine.engine import Engine
+from callwarden.engine.facts import output_facts, remember
 from callwarden.exceptions import PolicyError, Problem
 from callwarden.policyfile.check import Checker, Path_, dotted
 from callwarden.policyfile.yamlsrc import Lines
@@ -21,8 +26,8 @@ from callwarden.policyfile.yamlsrc import Lines
 if TYPE_CHECKING:
     from callwarden.policyfile.settings import LoadedPolicy
 
-__all__ = ["EXAMPLE_EFFECTS", "CaseResult", "collect_examples", "decide_case", "run_case",
-           "verify_examples"]
+__all__ = ["EXAMPLE_EFFECTS", "CaseResult", "check_earlier", "collect_examples", "decide_case",
+           "run_case", "verify_examples"]
 
 _CALL_FIELDS = ("agent", "session", "principal", "framework")
 
@@ -41,12 +46,29 @@ class CaseResult:
 
 
 def decide_case(engine: Engine, case: Mapping[str, Any]) -> Decision:
-    """Decides the call a test case describes."""
+    """Decides the call a test case describes, after its ``earlier`` calls in the same
+    session (each decided; one allowed with an ``output`` ran and returned it, remembered as
+    running it through the enforcement path would be)."""
     fields = {k: case[k] for k in _CALL_FIELDS if k in case}
     context = case.get("context")
     if "request" in case:  # the user's request: context.request, as guard.check(request=...)
         context = {**(context or {}), "request": case["request"]}
+    if case.get("earlier"):
+        fields.setdefault("session", f"example-{new_id()}")  # a session of the case's own
+        for step in case["earlier"]:
+            earlier = engine.decide(step["tool"], step.get("args") or {}, context=context,
+                                    **fields)
+            if "output" in step and earlier.effect.allows:
+                _ran(engine, earlier, step["output"])
     return engine.decide(case["tool"], case.get("args") or {}, context=context, **fields)
+
+
+def _ran(engine: Engine, decision: Decision, output: Any) -> None:
+    """What the enforcement path remembers of a tool's output (untrusted content)."""
+    values = output_facts(engine, engine.facts, decision.call, output)
+    if values is not None and decision.call.session is not None:
+        drive(remember(engine.store, engine.clock, decision.call.session, "untrusted", values,
+                       _perf() + engine.settings.timeout))
 
 
 def run_case(engine: Engine, case: Mapping[str, Any], expected: str,
@@ -76,7 +98,7 @@ EXAMPLE_EFFECTS = ("allow", "modify", "deny", "ask", "halt")
 
 
 _CASE_KEYS = ("tool", "args", "agent", "session", "principal", "framework", "context",
-              "request", "name")
+              "request", "earlier", "name")
 
 
 def collect_examples(raw: Any, path: Path_, check: Checker,
@@ -107,6 +129,20 @@ def _valid_case(case: Any, path: Path_, check: Checker) -> bool:
     if "args" in case and not isinstance(case["args"], Mapping):
         check.error((*path, "args"), "must be a mapping")
         return False
+    return check_earlier(case, path, check)
+
+
+def check_earlier(case: Mapping[str, Any], path: Path_, check: Checker) -> bool:
+    """Whether a case's ``earlier`` calls are well formed (a problem for each that is not)."""
+    earlier = case.get("earlier", [])
+    if not isinstance(earlier, list) or not all(
+            isinstance(step, Mapping) and isinstance(step.get("tool"), str)
+            and isinstance(step.get("args", {}), Mapping) for step in earlier):
+        check.error((*path, "earlier"), "must list the session's earlier calls",
+                    "e.g. earlier: [{tool: web_fetch, args: {url: ...}, output: '<the page>'}]")
+        return False
+    for k, step in enumerate(earlier):
+        check.keys(step, (*path, "earlier", k), ("tool", "args", "output"), "an earlier call")
     return True
 
 

@@ -23,7 +23,7 @@ from callwarden._decision import Effect
 from callwarden.exceptions import PolicyError, Problem
 from callwarden.policyfile.check import Checker
 from callwarden.policyfile.compile import load_policy_file
-from callwarden.policyfile.examples import CaseResult, collect_examples, run_case
+from callwarden.policyfile.examples import CaseResult, check_earlier, collect_examples, run_case
 from callwarden.policyfile.extends import load_bases
 from callwarden.policyfile.yamlsrc import load_yaml, read_source
 
@@ -31,7 +31,7 @@ __all__ = ["run_inline_examples", "run_test_file"]
 
 _FILE_KEYS = ("policy", "cases", "name", "description")
 _TEST_CASE_KEYS = ("name", "tool", "args", "agent", "session", "principal", "framework",
-                   "context", "request", "expect", "rule", "args_after")
+                   "context", "request", "earlier", "expect", "rule", "args_after")
 _EFFECTS = tuple(e.value for e in Effect)
 
 
@@ -84,6 +84,7 @@ def _valid_test_case(case: Any, path: tuple[str | int, ...], check: Any) -> bool
             check.error((*path, key), "must be a mapping")
     if "request" in case and not isinstance(case["request"], str):
         check.error((*path, "request"), "must be the text of the user's request")
+    check_earlier(case, path, check)
     return len(check.problems) == before
 
 

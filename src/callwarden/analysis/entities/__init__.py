@@ -64,7 +64,7 @@ ends in a letter, so no number, date or address is truncated into another), at m
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
@@ -92,6 +92,7 @@ from callwarden.analysis.entities._numbers import (
     _iban,
     _phone,
 )
+from callwarden.analysis.entities._people import Phrases, find_names, name
 from callwarden.analysis.entities._text import (
     _INVISIBLE_RE,
     MAX_PER_KIND,
@@ -105,7 +106,8 @@ from callwarden.analysis.entities._words import _DATE_SHAPE, _date, _find_dates,
 __all__ = ["KINDS", "MAX_PER_KIND", "MAX_TEXT_CHARS", "REJECTED_PREFIX", "Entities", "extract",
            "is_rejected", "normalize", "registrable_domain", "values_of"]
 
-KINDS = ("emails", "domains", "urls", "ibans", "cards", "phones", "amounts", "dates", "quoted")
+KINDS = ("emails", "domains", "urls", "ibans", "cards", "phones", "amounts", "dates", "quoted",
+         "names")
 """The kinds of entity, as :meth:`Entities.of`, :func:`normalize` and :func:`values_of` name them."""
 
 REJECTED_PREFIX = "\x00rejected:"
@@ -123,6 +125,9 @@ _MAX_VALUE_CHARS = 16_384  # a single value longer than this is not one
 _KIND_SET = frozenset(KINDS)
 
 
+_NO_WORDS = Phrases()
+
+
 @dataclass(frozen=True, slots=True)
 class Entities:
     """The normalized entities of one text, a set per kind (see the module docstring)."""
@@ -136,20 +141,24 @@ class Entities:
     amounts: frozenset[str] = frozenset()
     dates: frozenset[str] = frozenset()
     quoted: frozenset[str] = frozenset()
+    #: Every run of words of the text, as names are written (``"ann lee" in names``).
+    names: Phrases = _NO_WORDS
 
-    def of(self, kind: str) -> frozenset[str]:
-        """The values of one kind.
+    def of(self, kind: str) -> Container[str]:
+        """The values of one kind: a set, and for ``names`` the words of the text (a value is
+        in it when the text has those words in a row).
 
         Raises:
             ValueError: when ``kind`` is not one of :data:`KINDS`.
         """
         _check_kind(kind)
-        values: frozenset[str] = getattr(self, kind)
+        values: Container[str] = getattr(self, kind)
         return values
 
     def as_dict(self) -> dict[str, list[str]]:
-        """Every kind as a sorted list, for CEL and JSON."""
-        return {kind: sorted(getattr(self, kind)) for kind in KINDS}
+        """Every kind but ``names`` (runs of words, not a list) as a sorted list, for CEL
+        and JSON."""
+        return {kind: sorted(getattr(self, kind)) for kind in KINDS if kind != "names"}
 
 
 _EMPTY = Entities()
@@ -225,14 +234,14 @@ def is_rejected(value: str) -> bool:
 _NORMALIZERS: dict[str, Callable[[str], str | None]] = {
     "emails": _email, "domains": _domain, "urls": _url_value,
     "ibans": _iban, "cards": _card, "phones": _phone, "amounts": _amount, "dates": _date,
-    "quoted": _quoted,
+    "quoted": _quoted, "names": name,
 }
 
 _FINDERS: dict[str, _Finder] = {
     "emails": _find_emails, "domains": _find_domains, "urls": _find_urls,
     "ibans": _span_finder(_find_ibans, _iban), "cards": _span_finder(_find_cards, _card),
     "phones": _span_finder(_find_phones, _phone), "amounts": _find_amounts,
-    "dates": _find_dates, "quoted": _find_quoted,
+    "dates": _find_dates, "quoted": _find_quoted, "names": find_names,
 }
 
 # A whole argument of this shape that is not a valid value is rejected, not ignored.
@@ -254,7 +263,8 @@ def _extract(text: str) -> Entities:
     found = {kind: _FINDERS[kind](norm, False)[0]
              for kind in ("ibans", "cards", "phones", "amounts", "dates", "quoted")}
     return Entities(emails=_first(emails), domains=_first(_link_domains(emails, urls.values())),
-                    urls=_first(urls), **{kind: _first(v) for kind, v in found.items()})
+                    urls=_first(urls), names=Phrases(norm),
+                    **{kind: _first(v) for kind, v in found.items()})
 
 
 @lru_cache(maxsize=_VALUES_CACHE)
