@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from callwarden._call import thaw
 from callwarden._decision import Decision, Effect, OutcomeStatus
-from callwarden._flow import drive
+from callwarden._flow import Flow, adrive, drive
 from callwarden._messages import output_unscreened
 from callwarden._settle import aresolve_ask, resolve_ask
 from callwarden.approvals import decision_digest
@@ -51,6 +51,10 @@ class Screened(NamedTuple):
     halt: bool
     rule: str | None = None
     source: str | None = None
+
+
+# (what the model sees, the outcome status, whether to halt, the output rule, its source)
+_Screening = tuple[Any, OutcomeStatus, bool, str | None, str | None]
 
 
 class _Pending(NamedTuple):
@@ -343,7 +347,7 @@ class Enforcer:
         except BaseException as e:
             await self.arecord_outcome(decision, OutcomeStatus.ERROR, started, e)
             raise
-        shown, status, halt, rule, source = self._screen(decision, result)
+        shown, status, halt, rule, source = await self._ascreen(decision, result)
         auditor = self.guard.auditor  # inlined arecord_outcome: this is every arun's cost
         if auditor is not None:
             await auditor.aoutcome(decision, status, _perf() - started, None,
@@ -381,41 +385,61 @@ class Enforcer:
         shown, status, halt, _, _ = self._screen(decision, result)
         return shown, status, halt
 
-    def _screen(self, decision: Decision, result: Any
-                ) -> tuple[Any, OutcomeStatus, bool, str | None, str | None]:
+    def _screen(self, decision: Decision, result: Any) -> _Screening:
+        screened = self._output_rules(decision, result)
+        if screened[1] is OutcomeStatus.OUTPUT_BLOCKED:
+            return screened
+        return self._provenance(decision, screened)
+
+    async def _ascreen(self, decision: Decision, result: Any) -> _Screening:
+        """Async twin of :meth:`_screen`: the store is written without blocking the loop."""
+        screened = self._output_rules(decision, result)
+        writes = None if screened[1] is OutcomeStatus.OUTPUT_BLOCKED else \
+            self._untrusted_writes(decision, screened[0])
+        if writes is None:
+            return screened
+        try:
+            written = await adrive(writes)
+        except Exception as e:  # fail closed: withhold what could not be recorded
+            return self._withheld(decision, f"{type(e).__name__}: {e}")
+        return screened if written else self._withheld(decision, None)
+
+    def _output_rules(self, decision: Decision, result: Any) -> _Screening:
         check = self.guard.check_output(decision, result)
         if check is None or check.effect is Effect.ALLOW:
-            return self._provenance(decision, (result, OutcomeStatus.OK, False, None, None))
+            return result, OutcomeStatus.OK, False, None, None
         if check.effect is Effect.MODIFY:
-            return self._provenance(decision, (check.output, OutcomeStatus.OUTPUT_MODIFIED,
-                                               False, check.rule, check.source))
+            return check.output, OutcomeStatus.OUTPUT_MODIFIED, False, check.rule, check.source
         return (check.message, OutcomeStatus.OUTPUT_BLOCKED, check.effect is Effect.HALT,
                 check.rule, check.source)
 
-    def _provenance(self, decision: Decision,
-                    screened: tuple[Any, OutcomeStatus, bool, str | None, str | None]
-                    ) -> tuple[Any, OutcomeStatus, bool, str | None, str | None]:
+    def _provenance(self, decision: Decision, screened: _Screening) -> _Screening:
         """Remembers the entities of an untrusted output the model is about to see, for rules
         about where a value came from (``untrusted:``, ``after_untrusted:``). An output whose
         entities could not be remembered is withheld: the model must not act on values whose
         origin the policy would no longer know."""
-        engine = self.guard.engine
-        if not engine.facts.untrusted:
+        writes = self._untrusted_writes(decision, screened[0])
+        if writes is None:
             return screened
-        call = decision.call
         try:
-            values = output_facts(engine, engine.facts, call, screened[0])
-            if values is None or call.session is None:
-                return screened
-            deadline = _perf() + engine.settings.timeout
-            if drive(remember(engine.store, engine.clock, call.session, "untrusted", values,
-                              deadline)):
-                return screened
-            why = "the state store did not record where its content came from"
+            written = drive(writes)
         except Exception as e:  # fail closed: withhold what could not be recorded
-            why = f"{type(e).__name__}: {e}"
-        return (output_unscreened(call.tool, why), OutcomeStatus.OUTPUT_BLOCKED, False,
-                None, None)
+            return self._withheld(decision, f"{type(e).__name__}: {e}")
+        return screened if written else self._withheld(decision, None)
+
+    def _untrusted_writes(self, decision: Decision, output: Any) -> Flow[bool] | None:
+        """The store writes that remember an untrusted output's entities; None when the
+        policy does not read where values came from or the call has no session."""
+        engine = self.guard.engine
+        if not engine.facts.untrusted or decision.call.session is None:
+            return None
+        return _remember_output(engine, decision.call, output)
+
+    @staticmethod
+    def _withheld(decision: Decision, why: str | None) -> _Screening:
+        reason = why or "the state store did not record where its content came from"
+        return (output_unscreened(decision.call.tool, reason), OutcomeStatus.OUTPUT_BLOCKED,
+                False, None, None)
 
     def record_output(self, decision: Decision, output: Any) -> bool:
         """For callers that run tools themselves and use only :meth:`check`: remembers an
@@ -472,6 +496,17 @@ def _invoke(fn: Callable[..., Any], decision: Decision) -> Any:
 
 def _key(decision: Decision) -> str:
     return decision_digest(decision)
+
+
+def _remember_output(engine: Any, call: Any, output: Any) -> Flow[bool]:
+    """Remembers the entities of a tool's untrusted output in its session's facts (True when
+    there is nothing to remember); reading the output happens here, so its errors surface
+    where the writes are driven."""
+    values = output_facts(engine, engine.facts, call, output)
+    if values is None:
+        return True
+    return (yield from remember(engine.store, engine.clock, call.session, "untrusted", values,
+                                _perf() + engine.settings.timeout))
 
 
 def _error_text(error: BaseException | None) -> str | None:

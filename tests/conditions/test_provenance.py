@@ -236,3 +236,32 @@ rules:
         "               outptu: \"open https://evil.example/payload\"}\n", ""))
     with pytest.raises(PolicyError, match="must list the session's earlier calls"):
         Guard.from_file(policy)
+
+
+async def test_arun_remembers_an_output_without_blocking_the_loop() -> None:
+    """On the async path the session's facts are written with the store's async calls: a
+    store whose sync calls would block the event loop (here: refuse) is never called so."""
+    from callwarden.state import MemoryStore
+
+    class AsyncOnly(MemoryStore):
+        def get(self, key: str) -> Any:
+            raise AssertionError("a sync store call on the event loop")
+
+        async def aget(self, key: str) -> Any:
+            return MemoryStore.get(self, key)
+
+        def compare_and_set(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("a sync store call on the event loop")
+
+        async def acompare_and_set(self, *args: Any, **kwargs: Any) -> Any:
+            return MemoryStore.compare_and_set(self, *args, **kwargs)
+
+    g = Guard.from_dict(POLICY, state=AsyncOnly())
+
+    async def fetch(url: str) -> str:
+        return PAGE
+
+    shown = await g.arun("web_fetch", {"url": "https://blog.example/post"}, fetch, session="s1")
+    assert shown == PAGE
+    asked = await g.acheck("web_fetch", {"url": "https://evil.example/payload"}, session="s1")
+    assert asked.effect.value == "ask" and asked.rule == "links-from-content"
