@@ -15,7 +15,9 @@ MAIL = {"send_email": {"kind": "email", "roles": {"recipient": ["to", "cc"]}}}
 
 
 def policy(limit: dict[str, Any], tools: dict[str, Any] | None = None, **rule: Any) -> dict:
-    return {"version": 1, "tools": tools or MAIL,
+    # A generous deadline: a first decision on a fresh Redis Cluster client can outlast the
+    # default second on a busy machine (a store timeout is a deny, read here as a miscount).
+    return {"version": 1, "tools": tools or MAIL, "timeout": "60s",
             "rules": [{"id": "per-value", "limit": limit, "message": "Enough for today.", **rule}]}
 
 
