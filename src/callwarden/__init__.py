@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 if _TYPE_CHECKING:
     from callwarden._call import FrozenDict, Opaque, ToolCall, freeze, thaw
     from callwarden._decision import (
+        Budget,
         Decision,
         Effect,
         Mode,
@@ -60,6 +61,7 @@ _EXPORTS = {
     "AuditError": "callwarden.exceptions",
     "AuditLogError": "callwarden.exceptions",
     "Auditor": "callwarden.audit",
+    "Budget": "callwarden._decision",
     "CallwardenError": "callwarden.exceptions",
     "CompileEnv": "callwarden.conditions",
     "ConfigError": "callwarden.exceptions",
@@ -128,6 +130,7 @@ __all__ = [
     "AuditError",
     "AuditLogError",
     "Auditor",
+    "Budget",
     "CallwardenError",
     "CompileEnv",
     "ConfigError",

@@ -8,7 +8,8 @@ from typing import Any, NamedTuple
 
 from callwarden._call import FrozenDict, ToolCall, json_safe
 
-__all__ = ["Decision", "Effect", "Mode", "OutcomeStatus", "Phase", "Reason", "RuleMatch", "Verdict"]
+__all__ = ["Budget", "Decision", "Effect", "Mode", "OutcomeStatus", "Phase", "Reason", "RuleMatch",
+           "Verdict"]
 
 
 class Effect(StrEnum):
@@ -120,6 +121,26 @@ class Verdict(NamedTuple):
         return cls(Effect.MODIFY, message, code, args)
 
 
+class Budget(NamedTuple):
+    """What a limit that applied to a call has left once the call is decided.
+
+    Attributes:
+        rule: the limit rule's id.
+        limit: how much it allows (calls, attempts, or the sum of an amount) in its window.
+        used: what is used of it now, this call included when it counted.
+        remaining: what is left (``limit - used``, never below zero).
+        reset_at: when enough usage leaves the window for this call to fit (seconds since the
+            epoch), for a limit this call went over; None when it did not, or when it never
+            frees up (no window).
+    """
+
+    rule: str
+    limit: float
+    used: float
+    remaining: float
+    reset_at: float | None = None
+
+
 class Decision(NamedTuple):
     """The guard's verdict on one call, with everything needed to explain it.
 
@@ -138,6 +159,8 @@ class Decision(NamedTuple):
         decision_id: unique id of this decision.
         elapsed: evaluation time in seconds.
         policy: the policy's name and content hash.
+        budgets: for each limit that applied, what it has left (a per-value limit: its
+            tightest value); read, not counted, for a what-if query.
     """
 
     effect: Effect
@@ -153,6 +176,7 @@ class Decision(NamedTuple):
     decision_id: str
     elapsed: float
     policy: str | None = None
+    budgets: tuple[Budget, ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -220,7 +244,7 @@ class Decision(NamedTuple):
                         for r in data.get("reasons") or ())
         return cls(effect, made, args, reasons, text(data.get("rule")), text(data.get("source")),
                    (), str(data.get("message") or ""), mode, None, data["decision_id"], 0.0,
-                   text(data.get("policy")))
+                   text(data.get("policy")), _budgets(data.get("budgets")))
 
     def to_dict(self) -> dict[str, Any]:
         """Returns a JSON-safe dict of the decision."""
@@ -250,4 +274,18 @@ class Decision(NamedTuple):
             "args": json_safe(self.args),
             "elapsed_us": round(self.elapsed * 1e6, 1),
             "policy": self.policy,
+            "budgets": [b._asdict() for b in self.budgets],
         }
+
+
+def _budgets(raw: Any) -> tuple[Budget, ...]:
+    """The budgets of a decision's dict (those that are not well formed are left out)."""
+    out = []
+    for item in raw if isinstance(raw, list) else ():
+        try:
+            reset = item.get("reset_at")
+            out.append(Budget(str(item["rule"]), float(item["limit"]), float(item["used"]),
+                              float(item["remaining"]), None if reset is None else float(reset)))
+        except (AttributeError, KeyError, TypeError, ValueError):
+            continue
+    return tuple(out)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from callwarden._call import FrozenDict, ToolCall, freeze_call_args, new_id, snapshot
-from callwarden._decision import Decision, Effect, Mode, Reason, RuleMatch, Verdict
+from callwarden._decision import Budget, Decision, Effect, Mode, Reason, RuleMatch, Verdict
 from callwarden._flow import Flow, drive
 from callwarden._messages import decision_message, invalid_call
 from callwarden._profiles import ToolProfile, default_profile
@@ -25,7 +25,7 @@ from callwarden.conditions.base import Subject
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
 from callwarden.engine.facts import FactsUse
 from callwarden.engine.index import Plan, RuleIndex, refuses_every_call
-from callwarden.engine.limits import describe_exceeded
+from callwarden.engine.limits import budgets_of, limit_entry
 from callwarden.engine.output import OutputCheck, check_output
 from callwarden.engine.rules import NameSet, Rule
 from callwarden.engine.steps import PolicyStep, StoreFailure, StoreStep, never_blocks
@@ -273,12 +273,13 @@ class Engine:
         if (failed := self.facts.load_inline(self.store, subject, deadline)) is not None:
             entries.append(self._store_error(failed))
         self._validate(plan, call, subject, entries, None)
+        budgets: tuple[Budget, ...] = ()
         if plan.limits:
             step, owners, now = self._count(plan, call, call, subject, entries, dry, None,
                                             deadline)
             if step is not None:
-                self._counted(owners, step.run(), now, entries)
-        decision = self._decide(call, call, profile, entries, started, decision_id)
+                budgets = self._counted(owners, step, step.run(), now, entries)
+        decision = self._decide(call, call, profile, entries, started, decision_id, budgets)
         if writes := self.facts.after(self, subject, not dry and decision.effect.allows, deadline):
             drive(writes)
         return decision
@@ -344,14 +345,14 @@ class Engine:
         self._validate(plan, current, subject, entries, external)
 
         recorded = False
+        budgets: tuple[Budget, ...] = ()
         if plan.limits:
             step, owners, now = self._count(plan, call, current, subject, entries, dry,
                                             history_session, deadline)
             if step is not None:
                 recorded = step.kwargs["record"] is not None
-                self._counted(owners, (yield step), now, entries)
-
-        decision = self._decide(call, current, profile, entries, started, decision_id)
+                budgets = self._counted(owners, step, (yield step), now, entries)
+        decision = self._decide(call, current, profile, entries, started, decision_id, budgets)
         yield from self.facts.after(self, subject, not dry and decision.effect.allows, deadline)
         if history_session is not None and not recorded:
             assert store is not None
@@ -396,24 +397,17 @@ class Engine:
                          {"now": now, "commit": commit, "deadline": deadline, "record": record},
                          deadline), owners, now
 
-    def _counted(self, owners: list[Rule], states: Any, now: float,
-                 entries: list[Entry]) -> None:
-        """Adds the entries of the limits the store found exceeded (or its failure)."""
+    def _counted(self, owners: list[Rule], step: StoreStep, states: Any, now: float,
+                 entries: list[Entry]) -> tuple[Budget, ...]:
+        """Adds the entries of the limits the store found exceeded (or its failure); what
+        each limit has left."""
         if isinstance(states, StoreFailure):
             entries.append(self._store_error(states))
-            return
+            return ()
         # a rule counting per value (per recipient) says so once, however many it exceeds
         exceeded = {id(r): (r, s) for r, s in zip(owners, states, strict=True) if s.exceeded}
-        entries.extend(self._limit_entry(rule, state, now) for rule, state in exceeded.values())
-
-    def _limit_entry(self, rule: Rule, state: Any, now: float) -> Entry:
-        """The entry of a limit the call exceeds, with a message saying when it frees up."""
-        text = describe_exceeded(rule.id, rule.limit, state, now=now)
-        code = "limit.attempts" if rule.limit.kind == "attempts" else "limit.exceeded"
-        return Entry(rule.id, rule.source,
-                     Verdict(rule.effect, f"{rule.message} ({text})" if rule.message
-                             else text[0].upper() + text[1:], code, None, text),
-                     rule.mode or self.settings.mode, rule.order)
+        entries.extend(limit_entry(rule, state, now, self.settings.mode) for rule, state in exceeded.values())
+        return budgets_of([r.id for r in owners], step.args[0], states, step.kwargs["commit"])
 
     def _limit_counters(self, plan: Plan, call: ToolCall, subject: Subject,
                         current: ToolCall) -> Iterator[tuple[Rule, Counter | Entry]]:
@@ -538,10 +532,11 @@ class Engine:
             return self._refuse_approved(decision, self._store_error(states))
         for rule, state in zip(owners, states, strict=True):
             if state.exceeded and (rule.mode or self.settings.mode) is Mode.ENFORCE:
-                entry = self._limit_entry(rule, state, now)
+                entry = limit_entry(rule, state, now, self.settings.mode)
                 refusal = entry.verdict._replace(effect=_refusal(rule))
                 return self._refuse_approved(decision, entry._replace(verdict=refusal))
-        return decision
+        return decision._replace(budgets=budgets_of([r.id for r in owners], counters, states,
+                                                    True))
 
     def _refuse_approved(self, decision: Decision, entry: Entry) -> Decision:
         verdict = entry.verdict
@@ -640,7 +635,8 @@ class Engine:
         return Verdict(effect, None, code, None, text[:500])
 
     def _decide(self, call: ToolCall, current: ToolCall, profile: ToolProfile,
-                entries: list[Entry], started: float, decision_id: str) -> Decision:
+                entries: list[Entry], started: float, decision_id: str,
+                budgets: tuple[Budget, ...] = ()) -> Decision:
         settings = self.settings
         now = _perf()
         if now > started + settings.timeout and not any(
@@ -658,7 +654,8 @@ class Engine:
                 effect, call, call.args, self._default_reasons, "default",
                 settings.default_source, (),
                 self._default_message(call.tool) if effect is not Effect.ALLOW else "",
-                settings.mode, self._default_would, decision_id, now - started, settings.name))
+                settings.mode, self._default_would, decision_id, now - started, settings.name,
+                budgets))
         if profile.requires_approval is not None:
             entries = self._apply_profile_approval(profile, entries)
         refusal = self._refusal_key(call.tool, entries) if current is call else None
@@ -666,7 +663,7 @@ class Engine:
             parts = self._refusals.get(refusal)
             if parts is not None:  # one rule refused the call alone: decided as last time
                 return _new(Decision, (parts[0], call, call.args, *parts[1:], decision_id,
-                                       _perf() - started, settings.name))
+                                       _perf() - started, settings.name, budgets))
 
         deciding = [e for e in entries if _decides(e)]
         enforced = [e for e in deciding if e.mode is Mode.ENFORCE]
@@ -714,7 +711,8 @@ class Engine:
             self._refusals[refusal] = (effect, reasons, rule_id, source, matched, message,
                                        settings.mode, would)
         return Decision(effect, call, args, reasons, rule_id, source, matched, message,
-                        settings.mode, would, decision_id, _perf() - started, settings.name)
+                        settings.mode, would, decision_id, _perf() - started, settings.name,
+                        budgets)
 
     def _refusal_key(self, tool: str, entries: list[Entry]) -> tuple[Any, ...] | None:
         """For a call one enforced rule alone denied, asked or halted: what its decision is a

@@ -25,17 +25,20 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from callwarden._call import ToolCall
+from callwarden._decision import Budget, Verdict
 from callwarden._profiles import ARG_ROLES, ToolProfile
 from callwarden._units import parse_duration
+from callwarden.engine.combine import Entry
 from callwarden.exceptions import ConfigError
 from callwarden.state import Counter, CounterState
 
-__all__ = ["MAX_WINDOW", "PER_FIELDS", "LimitSpec", "describe_exceeded"]
+__all__ = ["MAX_WINDOW", "PER_FIELDS", "LimitSpec", "budgets_of", "describe_exceeded",
+           "limit_entry"]
 
 MAX_WINDOW = 10 * 365.25 * 86400.0
 """The longest window a limit may have (10 years): stores keep expiry times in milliseconds."""
@@ -234,6 +237,34 @@ def _escape(value: object) -> str:
     if "%" in text or "|" in text or "=" in text:
         text = text.replace("%", "%25").replace("|", "%7C").replace("=", "%3D")
     return text
+
+
+def limit_entry(rule: Any, state: CounterState, now: float, mode: Any) -> Entry:
+    """The entry of a limit rule the call exceeds, with a message saying when it frees up
+    (``mode``: the policy's, for a rule without its own)."""
+    text = describe_exceeded(rule.id, rule.limit, state, now=now)
+    code = "limit.attempts" if rule.limit.kind == "attempts" else "limit.exceeded"
+    return Entry(rule.id, rule.source,
+                 Verdict(rule.effect, f"{rule.message} ({text})" if rule.message
+                         else text[0].upper() + text[1:], code, None, text),
+                 rule.mode or mode, rule.order)
+
+
+def budgets_of(rule_ids: Sequence[str], counters: Sequence[Counter],
+               states: Sequence[CounterState], commit: bool) -> tuple[Budget, ...]:
+    """What each limit rule has left after a call: its counters' states as the store found
+    them, plus this call's weight where the store counted it (``commit``: the decision let
+    it through, then only when no limit was exceeded; an attempt cap counts every call). A rule
+    counting per value (several counters) reports its tightest."""
+    counted = commit and not any(state.exceeded for state in states)
+    tightest: dict[str, Budget] = {}
+    for rule_id, counter, state in zip(rule_ids, counters, states, strict=True):
+        used = state.used + (counter.weight if counted or counter.always else 0.0)
+        budget = Budget(rule_id, counter.limit, used, max(0.0, counter.limit - used),
+                        state.reset_at)
+        if rule_id not in tightest or budget.remaining < tightest[rule_id].remaining:
+            tightest[rule_id] = budget
+    return tuple(tightest.values())
 
 
 def describe_exceeded(rule_id: str, spec: LimitSpec, state: CounterState, *,
