@@ -207,3 +207,21 @@ def test_cel_sees_roles_and_the_requests_entities() -> None:
         "payee-from-request"
     assert guard.check("read", {"path": "a"}, request="this is urgent").rule == "said-urgent"
     assert guard.check("read", {"path": "a"}).allowed  # no request: empty text and lists
+
+
+def test_role_rules_are_skipped_only_for_calls_without_the_roles_arguments() -> None:
+    """A rule whose roles: / untrusted: condition needs a value of a role is not evaluated
+    for a call that has none of the role's arguments; a dotted role argument counts by its
+    first part, and the same tool with those arguments is checked again."""
+    guard = Guard.from_dict({"version": 1, "lists": {"payees": ["DE89370400440532013000"]},
+                             "tools": {"pay": {"roles": {"payee": "payment.iban"}}},
+                             "rules": [{"id": "new-payee", "effect": "ask",
+                                        "roles": {"payee": {"in": ["payees"]}}}]})
+    plan = guard.engine._index.plan(guard.engine.profile("pay"))
+    assert plan.needs == (frozenset({"payment"}),)
+    assert guard.check("pay", {"memo": "rent"}).allowed
+    assert plan.validators_for({"memo": "rent"}) == ()
+    stranger = {"payment": {"iban": "GB82WEST12345698765432"}}
+    assert guard.check("pay", stranger).effect.value == "ask"
+    assert guard.check("pay", {**stranger, "memo": "rent"}).effect.value == "ask"
+    assert guard.check("pay", {"payment": {"iban": "DE89 3704 0044 0532 0130 00"}}).allowed

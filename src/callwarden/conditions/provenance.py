@@ -44,7 +44,7 @@ class Untrusted:
     """``untrusted: [ROLE, ...]`` (or ``{ROLE: KIND}``): holds when a value of those roles
     came from untrusted tool output in this session and not from the user's request."""
 
-    __slots__ = ("_roles", "reads_untrusted", "uses_facts")
+    __slots__ = ("_roles", "needs_roles", "reads_untrusted", "uses_facts")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         hint = "e.g. untrusted: [url, recipient] (or {text: urls} for the links in a text)"
@@ -65,6 +65,7 @@ class Untrusted:
                 raise ConfigError(f"{role}: {kind!r} is not a kind remembered from output",
                                   key=role, hint="kinds: " + ", ".join(_KINDS))
         self._roles = tuple(roles)
+        self.needs_roles = tuple(role for role, _ in roles)  # as RolesMatcher's
         self.uses_facts = self.reads_untrusted = True
 
     def __call__(self, subject: Subject) -> Hit | None:

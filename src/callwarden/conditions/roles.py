@@ -200,7 +200,7 @@ class RolesMatcher:
     """``roles: {ROLE: {in: [...], as: KIND, find: KIND}}``: holds when a value of a role is
     known to none of the sources (see the module docstring)."""
 
-    __slots__ = ("_checks", "seen_roles", "uses_facts")
+    __slots__ = ("_checks", "needs_roles", "seen_roles", "uses_facts")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         env = env or CompileEnv()
@@ -211,6 +211,9 @@ class RolesMatcher:
         #: (role, kind) whose values the engine remembers from calls that ran (``in: seen``).
         self.seen_roles = tuple((c.role, c.kind) for c in self._checks if c.seen)
         self.uses_facts = bool(self.seen_roles)
+        #: it holds only for a call with a value of one of these roles (the engine skips it
+        #: for calls that have none of their arguments)
+        self.needs_roles = tuple(c.role for c in self._checks)
 
     def __call__(self, subject: Subject) -> Hit | None:
         for check in self._checks:

@@ -570,7 +570,7 @@ class Engine:
                   external: dict[int, Verdict | None] | None) -> None:
         """The validate phase: every rule sees the final arguments; verdicts go to ``entries``."""
         call = subject.call
-        for rule in plan.validators if not plan.by_value else plan.validators_for(current.args):
+        for rule in plan.validators if not plan.narrowed else plan.validators_for(current.args):
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue
             if rule.external:

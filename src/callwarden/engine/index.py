@@ -4,7 +4,7 @@ tools, and splits them by phase into a per-tool :class:`Plan`."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from callwarden._decision import Effect, Mode, Phase
@@ -37,12 +37,34 @@ class Plan:
     history_tools: frozenset[str] | None = None
     #: Nothing to drive but limits: decided without a generator on a store that never waits.
     counted: bool = False
+    #: Per validate rule, the arguments one of which a call needs for the rule to hold (those
+    #: of the roles its ``roles:`` / ``untrusted:`` condition reads), None for any call; empty
+    #: when no rule has such a condition.
+    needs: tuple[frozenset[str] | None, ...] = ()
+    #: The validate rules per set of argument names a call has (kept: calls repeat theirs).
+    applicable: dict[frozenset[str], tuple[Rule, ...]] = field(default_factory=dict)
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether the validate rules depend on the call's arguments (see validators_for)."""
+        return bool(self.by_value or self.needs)
 
     def validators_for(self, args: Mapping[str, Any]) -> Sequence[Rule]:
         """The validate rules that can match these arguments."""
+        found: Sequence[Rule] = self.validators
+        if self.needs:
+            names = frozenset(args)
+            applicable = self.applicable.get(names)
+            if applicable is None:
+                applicable = tuple(r for r, need in zip(self.validators, self.needs, strict=True)
+                                   if need is None or not need.isdisjoint(names))
+                if len(self.applicable) >= _APPLICABLE_KEPT:
+                    self.applicable.clear()
+                self.applicable[names] = applicable
+            found = applicable
         if not self.by_value:
-            return self.validators
-        found = list(self.validators)
+            return found
+        found = list(found)
         for key, table in self.by_value:
             value = args.get(key)
             if value is None:
@@ -54,6 +76,23 @@ class Plan:
             if rules:
                 found.extend(rules)
         return found
+
+
+_APPLICABLE_KEPT = 64
+
+
+def _needs(rule: Rule, profile: ToolProfile) -> frozenset[str] | None:
+    """The arguments one of which a call needs for ``rule`` to hold: those of the roles of its
+    first condition that holds only for a call with a value of one (``roles:``,
+    ``untrusted:``); a dotted name needs its first part. None when any call may match."""
+    if rule.policy is not None:
+        return None
+    for _, condition in rule.conditions:
+        roles = getattr(condition, "needs_roles", None)
+        if roles:
+            return frozenset(name.split(".", 1)[0] for role in roles
+                             for name in profile.arg_names(role))
+    return None
 
 
 def _value_index(rule: Rule) -> tuple[str, frozenset[Any]] | None:
@@ -137,6 +176,7 @@ class RuleIndex:
             else:
                 by_value.append((name, {v: tuple(rs) for v, rs in table.items()}))
         scanned.sort(key=lambda r: r.order)
+        needs = tuple(_needs(rule, profile) for rule in scanned)
         return Plan(
             tuple(r for r in ordered if r.phase is Phase.MUTATE),
             tuple(scanned),
@@ -150,6 +190,7 @@ class RuleIndex:
                     for r in ordered),
             union_of_tools(r.history_tools for r in ordered if r.needs_history),
             not any(r.phase is Phase.MUTATE or r.external or r.needs_history for r in ordered),
+            needs if any(need is not None for need in needs) else (),
         )
 
 
