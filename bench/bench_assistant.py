@@ -51,7 +51,7 @@ def policy() -> dict[str, Any]:
          "effect": "deny"},
         {"id": "bookings-named", "roles": {"person": {"in": ["request"]}}, "effect": "ask"},
         {"id": "payee-twice", "match": {"kind": "payment"}, "effect": "ask",
-         "limit": {"calls": 1000, "window": "1d", "per": ["session", "payee"]}},
+         "limit": {"calls": 1_000_000, "window": "1d", "per": ["session", "payee"]}},
     ]
     # Filler rules of the kinds a real policy has: argument values per tool.
     for i in range(50 - len(rules)):

@@ -26,13 +26,14 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from callwarden._call import ToolCall
 from callwarden._decision import Budget, Verdict
 from callwarden._profiles import ARG_ROLES, ToolProfile
 from callwarden._units import parse_duration
+from callwarden.conditions.roles import entities_module
 from callwarden.engine.combine import Entry
 from callwarden.exceptions import ConfigError
 from callwarden.state import Counter, CounterState
@@ -146,7 +147,19 @@ class LimitSpec:
             if len(keys) > _MAX_COUNTERS:
                 raise ValueError(f"the call holds too many values of {', '.join(valued)} to "
                                  f"count (more than {_MAX_COUNTERS} counters)")
-        return [replace(base, key=key) for key in keys]
+        return [self._valued(base, key) for key in keys]
+
+    def _valued(self, base: Counter, key: str) -> Counter:
+        """``base`` under another key (kept: a call's values repeat, a payee, a recipient)."""
+        kept = ("value", key, base.weight, base.shard)
+        counter = self._counters.get(kept)
+        if counter is None:
+            counter = Counter(key, base.limit, base.window, base.weight, always=base.always,
+                              shard=base.shard)
+            if len(self._counters) >= _COUNTERS_KEPT:
+                self._counters.clear()
+            self._counters[kept] = counter
+        return counter
 
     def counter(self, rule_id: str, call: ToolCall) -> Counter:
         """The counter this call touches.
@@ -222,11 +235,9 @@ def _values_per(name: str, call: ToolCall, profile: ToolProfile) -> list[str | N
         raw = list(profile.values(call.args, role))
         kind = _ROLE_KINDS.get(role)
         if kind is not None:
-            from callwarden.analysis import entities
-
+            values_of = entities_module().values_of
             raw = [v for item in raw for v in (
-                entities.values_of(kind, item if isinstance(item, str) else str(item))
-                or {str(item)})]
+                values_of(kind, item if isinstance(item, str) else str(item)) or {str(item)})]
     found = sorted({v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=repr)
                     for v in raw if v is not None})
     return list(found) or [None]
