@@ -63,6 +63,14 @@ that asked, or the one that ran on the approval), tool, agent, session, principa
 ``by`` (the reviewer or granter), ``comment`` and ``edited_args`` (redacted), rule, policy,
 ``scope`` (grants), ``expires`` and ``detail`` (why a use was refused).
 
+A tamper-evident log is a ``jsonl`` sink with ``chain: true`` or ``sign_key: PATH``
+(:class:`ChainedJsonlSink`, design in ``callwarden.audit._chain``): every line carries the hash
+of the line its writer wrote before, and a seal line (``type`` ``audit_seal``, Ed25519-signed
+with a key) closes each writer's part of the file at every rotation and on close.
+:func:`verify_logs` (``callwarden audit verify``) checks chains and signatures offline and
+names the first line that was edited, removed, reordered or cut; readers skip seal lines as
+they skip any type they do not know.
+
 Reading, replaying, explaining and summarizing logs is :mod:`callwarden.review`. Replay
 (``callwarden replay``) re-decides the *recorded*, therefore redacted, arguments.
 """
@@ -75,6 +83,13 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from callwarden.audit._auditor import AuditError, Auditor
+from callwarden.audit._chain import (
+    ChainedJsonlSink,
+    SigningKey,
+    SigningKeyError,
+    generate_signing_key,
+    load_signing_key,
+)
 from callwarden.audit._config import DELIVERIES, AuditSettings, SinkSpec, parse_audit_config
 from callwarden.audit._events import (
     APPROVAL_ACTIONS,
@@ -97,6 +112,7 @@ from callwarden.audit._sinks import (
     StdoutSink,
     rotated_files,
 )
+from callwarden.audit._verify import ChainProblem, VerifyReport, log_files, verify_logs
 
 if TYPE_CHECKING:
     from callwarden.audit._otel import OTelSink
@@ -112,22 +128,31 @@ __all__ = [
     "AuditSettings",
     "Auditor",
     "CallableSink",
+    "ChainProblem",
+    "ChainedJsonlSink",
     "JsonlSink",
     "OTelSink",
     "Redactor",
     "SQLiteSink",
+    "SigningKey",
+    "SigningKeyError",
     "Sink",
     "SinkSpec",
     "StdoutSink",
+    "VerifyReport",
     "approval_event",
     "decision_event",
     "decision_lines",
     "dropped_event",
+    "generate_signing_key",
     "load_schema",
+    "load_signing_key",
+    "log_files",
     "outcome_event",
     "outcome_line",
     "parse_audit_config",
     "rotated_files",
+    "verify_logs",
 ]
 
 

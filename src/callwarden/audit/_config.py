@@ -6,6 +6,8 @@ Either a list of sinks, or a mapping with options::
       - {jsonl: logs/audit.jsonl, rotate_bytes: 10MB, rotate_interval: 1d, fsync: true,
          inline: true}           # false: written from the auditor's thread (network disks)
       - {stdout: {}}
+      - {jsonl: logs/chained.jsonl, chain: true}    # tamper-evident (audit._chain)
+      - {jsonl: logs/signed.jsonl, sign_key: /etc/callwarden/audit.key}  # ... and signed
 
     audit:
       required: true            # fail closed when a sink fails, too
@@ -35,6 +37,7 @@ from typing import Any
 
 from callwarden._units import parse_duration, parse_size
 from callwarden.analysis.detectors import UnknownDetector
+from callwarden.audit._chain import ChainedJsonlSink, SigningKeyError
 from callwarden.audit._redact import Redactor
 from callwarden.audit._sinks import CallableSink, JsonlSink, SQLiteSink, StdoutSink
 from callwarden.engine.user import load_object
@@ -46,7 +49,7 @@ Key = tuple[str | int, ...]
 
 _SINK_KEYS = ("jsonl", "stdout", "sqlite", "otel", "callable")
 _OPTIONS = {
-    "jsonl": ("path", "rotate_bytes", "rotate_interval", "fsync", "inline"),
+    "jsonl": ("path", "rotate_bytes", "rotate_interval", "fsync", "inline", "chain", "sign_key"),
     "stdout": (),
     "sqlite": ("path", "table"),
     "otel": ("signal",),
@@ -209,9 +212,9 @@ def _sink_spec(kind: str, options: dict[str, Any], path: Key, base_dir: Path) ->
         inline = options.get("inline", True)
         if not isinstance(inline, bool):
             raise _error((*path, "inline"), "must be true or false")
-        return SinkSpec(kind, {"path": _path(options, path, kind, base_dir),
-                               "rotate_bytes": rotate_bytes, "rotate_interval": rotate_interval,
-                               "fsync": fsync, "inline": inline})
+        spec = {"path": _path(options, path, kind, base_dir), "rotate_bytes": rotate_bytes,
+                "rotate_interval": rotate_interval, "fsync": fsync, "inline": inline}
+        return SinkSpec(kind, {**spec, **_chain_options(options, path, base_dir)})
     if kind == "stdout":
         return SinkSpec(kind)
     if kind == "sqlite":
@@ -230,16 +233,47 @@ def _sink_spec(kind: str, options: dict[str, Any], path: Key, base_dir: Path) ->
     return SinkSpec(kind, {"target": obj, "name": target})
 
 
+def _chain_options(options: Mapping[str, Any], path: Key, base_dir: Path) -> dict[str, Any]:
+    """``chain`` and ``sign_key`` of a jsonl sink: {} for a plain log, else ``chain: True``
+    and the key's path (or None). The key itself is read when the sink is opened: a key
+    that cannot be used then fails the guard's construction, and never turns into an
+    unsigned log; what-if uses of the policy (lint, replay, explain) need no key."""
+    chain = options.get("chain")
+    if chain is not None and not isinstance(chain, bool):
+        raise _error((*path, "chain"), "must be true or false",
+                     "chain: true makes the log tamper-evident (callwarden audit verify)")
+    raw = options.get("sign_key")
+    if raw is None:
+        return {"chain": True, "sign_key": None} if chain else {}
+    if chain is False:
+        raise _error((*path, "chain"), "a signed log is a chained log",
+                     "drop 'chain: false', or drop 'sign_key'")
+    if not isinstance(raw, str) or not raw.strip():
+        raise _error((*path, "sign_key"), "needs the path of an Ed25519 private key file",
+                     "e.g. sign_key: /etc/callwarden/audit.key (callwarden audit keygen "
+                     "PATH writes one)")
+    key = Path(raw).expanduser()
+    return {"chain": True, "sign_key": key if key.is_absolute() else base_dir / key}
+
+
 def build_sink(spec: SinkSpec) -> Any:
     """Opens the sink a :class:`SinkSpec` describes.
 
     Raises:
-        ConfigError: a ``callable`` target that turned out to be neither a function nor a sink.
+        ConfigError: a ``callable`` target that turned out to be neither a function nor a
+            sink, or a signing key that cannot be used (missing, readable by others, not an
+            Ed25519 private key).
+        MissingDependency: a signing key is configured and ``cryptography`` is missing.
         OSError: the sink's file or database cannot be created.
     """
     options = dict(spec.options)
     if spec.kind == "jsonl":
-        return JsonlSink(**options)
+        if not options.pop("chain", False):
+            return JsonlSink(**options)
+        try:
+            return ChainedJsonlSink(**options)
+        except SigningKeyError as e:  # the fix in the text: the guard reports the text only
+            raise ConfigError(f"{e} ({e.hint})" if e.hint else str(e)) from e
     if spec.kind == "stdout":
         return StdoutSink()
     if spec.kind == "sqlite":

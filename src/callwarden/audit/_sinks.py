@@ -23,6 +23,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TextIO, runtime_checkable
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = ["CallableSink", "JsonlSink", "SQLiteSink", "Sink", "StdoutSink", "encode_line",
            "rotated_files"]
 
@@ -192,6 +197,26 @@ class JsonlSink:
         if not self._size:  # nothing to set aside: only move the next rotation time
             self._open_times()
             return
+        # Processes rotating one file at once check and rename it holding a lock on the file
+        # itself: the first renames it, the others see it gone. Without the lock, one that
+        # checked before the rename would rename the next file in its turn, and the lines in
+        # it would sort before older ones.
+        if fcntl is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            self._rename_if_current()
+        finally:
+            if fcntl is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        # An unlocked append (append_line) may still hold the old descriptor: it is closed
+        # one rotation later, never while its number could be handed to another file.
+        for fd in self._retired:
+            os.close(fd)
+        self._retired = [self._fd]
+        self._fd = -1
+        self._open()
+
+    def _rename_if_current(self) -> None:
         try:
             same_file = os.stat(self.path).st_ino == os.fstat(self._fd).st_ino
         except FileNotFoundError:
@@ -205,13 +230,6 @@ class JsonlSink:
                 target = self.path.with_name(
                     f"{self.path.stem}.{stamp}.{os.getpid()}-{n}{self.path.suffix}")
             os.rename(self.path, target)
-        # An unlocked append (append_line) may still hold the old descriptor: it is closed
-        # one rotation later, never while its number could be handed to another file.
-        for fd in self._retired:
-            os.close(fd)
-        self._retired = [self._fd]
-        self._fd = -1
-        self._open()
 
     def flush(self) -> None:
         """Forces written lines to disk."""
@@ -222,12 +240,16 @@ class JsonlSink:
     def close(self) -> None:
         """Closes the file (the next write reopens it)."""
         with self._lock:
-            for fd in self._retired:
-                os.close(fd)
-            self._retired = []
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+            self._close_files()
+
+    def _close_files(self) -> None:
+        """Closes the descriptors (the lock held)."""
+        for fd in self._retired:
+            os.close(fd)
+        self._retired = []
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def rotated_files(path: str | Path) -> list[Path]:

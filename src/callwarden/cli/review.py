@@ -1,8 +1,10 @@
-"""The audit commands of the CLI: ``replay``, ``explain`` and ``audit summary``.
+"""The audit commands of the CLI: ``replay``, ``explain``, ``audit summary``, ``audit verify``
+and ``audit keygen``.
 
-Exit codes: 0 done; 1 ``replay`` saw a ``--fail-on`` transition, or ``explain`` found no such
-decision; 2 usage error, invalid policy, or a log that cannot be read or holds no event to work on
-(empty, not JSON, another program's log), so a gate on a mistyped path fails instead of passing.
+Exit codes: 0 done; 1 ``replay`` saw a ``--fail-on`` transition, ``explain`` found no such
+decision, or ``audit verify`` found a problem (it names the file and line); 2 usage error,
+invalid policy, or a log that cannot be read or holds no event to work on (empty, not JSON,
+another program's log), so a gate on a mistyped path fails instead of passing.
 """
 
 from __future__ import annotations
@@ -57,6 +59,26 @@ def add_commands(sub: Any) -> None:
     summary.add_argument("--top", type=int, default=10, help="entries per table (default 10)")
     summary.add_argument("--json", action="store_true", help="print the summary as JSON")
     summary.set_defaults(handler=_summary)
+
+    verify = audit_sub.add_parser(
+        "verify", help="check the hash chains and signatures of chained audit logs, offline")
+    verify.add_argument("logs", nargs="+", type=Path, metavar="AUDIT.jsonl",
+                        help="chained logs, oldest first; each is read with its rotated pieces")
+    verify.add_argument("--public-key", action="append", default=[], metavar="FILE|HEX",
+                        help="a trusted public key (hex, or KEY.pub from keygen, or PEM): "
+                             "every seal must be signed by one (repeatable)")
+    verify.add_argument("--allow-open", action="store_true",
+                        help="accept streams that end without a close seal (a writer still "
+                             "running, or killed)")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.set_defaults(handler=_verify)
+
+    keygen = audit_sub.add_parser(
+        "keygen", help="write a new Ed25519 signing key (mode 0600) and print its public key")
+    keygen.add_argument("path", type=Path, metavar="KEY",
+                        help="where to write the private key (its public key goes to KEY.pub)")
+    keygen.add_argument("--force", action="store_true", help="overwrite an existing key")
+    keygen.set_defaults(handler=_keygen)
 
 
 def _paths(args: argparse.Namespace) -> list[Path] | None:
@@ -192,4 +214,51 @@ def _summary(args: argparse.Namespace, out: TextIO) -> int:
         print(json.dumps(summary.to_dict(args.top), indent=2), file=out)
     else:
         print(summary.format(args.top), file=out)
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.audit._verify import log_files, parse_public_key, verify_logs
+    from callwarden.exceptions import MissingDependency
+
+    try:
+        keys = [parse_public_key(k) for k in args.public_key]
+    except (ValueError, MissingDependency) as e:
+        print(f"error: --public-key: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    files = log_files(args.logs)
+    missing = [p for p in files if not p.is_file()]
+    if missing:
+        print(f"error: no such audit log: {missing[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        report = verify_logs(files, public_keys=keys, allow_open=args.allow_open)
+    except (OSError, MissingDependency) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if not report.lines:
+        print(f"error: {', '.join(map(str, files))}: empty, nothing to verify", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2), file=out)
+    else:
+        print(report.summary(), file=out)
+    return EXIT_OK if report.ok else EXIT_FOUND
+
+
+def _keygen(args: argparse.Namespace, out: TextIO) -> int:
+    from callwarden.audit._chain import generate_signing_key
+    from callwarden.exceptions import MissingDependency
+
+    try:
+        public = generate_signing_key(args.path, force=args.force)
+    except FileExistsError:
+        print(f"error: {args.path} exists (--force overwrites it)", file=sys.stderr)
+        return EXIT_USAGE
+    except (OSError, MissingDependency) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(public, file=out)
+    print(f"wrote {args.path} (private, mode 0600) and {args.path}.pub; verify with: "
+          f"callwarden audit verify LOG --public-key {args.path}.pub", file=sys.stderr)
     return EXIT_OK
