@@ -16,7 +16,9 @@ RECOMMENDED = Path(__file__).parents[2] / "src" / "callwarden" / "policyfile" / 
 
 
 def recommended() -> Guard:
-    return Guard.from_dict({"version": 1, "extends": "callwarden:recommended",
+    # A generous deadline: these tests measure what the policy decides, and a decision that
+    # outlasts the default second on a busy machine is a deny that would read as a miss.
+    return Guard.from_dict({"version": 1, "extends": "callwarden:recommended", "timeout": "60s",
                             "workspace": {"root": "/home/dev/project", "home": "/home/dev"}})
 
 
@@ -41,9 +43,9 @@ def test_recommended_denies_at_least_99_percent_of_destructive_commands() -> Non
 def test_recommended_blocks_at_most_2_percent_of_benign_commands() -> None:
     guard = recommended()
     benign = rows("bash_benign.tsv")
-    blocked = sum(not guard.check("run_shell_command", {"command": r["command"]}).allowed
-                  for r in benign)
-    assert blocked / len(benign) <= 0.02
+    refused = [(r["command"], d.rule, d.reasons[0].message) for r in benign
+               if not (d := guard.check("run_shell_command", {"command": r["command"]})).allowed]
+    assert len(refused) / len(benign) <= 0.02, refused
 
 
 def test_recommended_denies_every_sensitive_path_and_no_benign_one() -> None:
