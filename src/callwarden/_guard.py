@@ -137,7 +137,8 @@ class Guard:
             settings = self.loaded.approvals or ApprovalSettings()
             self._approvals = Approvals(store, ttl=settings.ttl, approvers=settings.approvers,
                                         on_expiry=settings.on_expiry, clock=self._engine.clock,
-                                        key=settings.key_file)
+                                        key=settings.key_file, required=settings.required,
+                                        veto=settings.veto)
             self._approvals.auditor = self._auditor
         return self._approvals
 

@@ -162,11 +162,13 @@ def _ask(guard: Guard, approvals: Approvals, decision: Decision, request: Approv
                            f"{by} denied it" + (f": {answer.reason}" if answer.reason else ""))
         if isinstance(answer, Approve):
             try:
-                yield from approvals._resolve(request.id, Status.APPROVED, by, answer.comment,
-                                              None)
+                answered = yield from approvals._resolve(request.id, Status.APPROVED, by,
+                                                         answer.comment, None)
             except ApprovalError as e:
                 yield from _quietly(approvals._cancel(request.id))
                 return _denied(decision, e.code, e.message)
+            if answered.status is Status.PENDING:  # one of a quorum: the others decide
+                return (yield from _ask(guard, approvals, decision, answered, None, wait))
             return (yield from _use(guard, approvals, decision, request.id, None, None))
         # Edit
         if answer.tool is not None and answer.tool != request.tool:

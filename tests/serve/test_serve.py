@@ -599,3 +599,29 @@ def test_workers_share_the_store_reload_together_and_stop_together(tmp_path: Pat
     assert all(not Path(f"/proc/{child}").exists() or
                "zombie" in Path(f"/proc/{child}/status").read_text().lower()
                for child in children)
+
+
+def test_a_quorum_of_approvers_through_the_service(tmp_path: Path) -> None:
+    """approvals: {required: 2}: carol's approval leaves the request pending (the answer says
+    who approved), the call still asks; alice's approves it, and the call is allowed once."""
+    policy = POLICY.replace("rules:", "approvals: {{required: 2}}\nrules:", 1)
+    service = Service(tmp_path, policy=policy)
+    try:
+        call = {"tool": "deploy", "args": {"env": "prod"}, "session": "q1"}
+        _, first, _ = service.request("POST", "/v1/decide", call)
+        request_id = first["approval_request"]
+        status, once, _ = service.request("POST", f"/v1/approvals/{request_id}/approve", {},
+                                          token="approver")
+        assert status == 200 and (once["status"], once["approved_by"], once["required"]) == (
+            "pending", ["carol"], 2)
+        conforms(once, "Approval")
+        status, again, _ = service.request("POST", f"/v1/approvals/{request_id}/approve", {},
+                                           token="approver")
+        assert status == 403 and again["error"]["code"] == "already_answered"
+        assert service.request("POST", "/v1/decide", call)[1]["effect"] == "ask"
+        _, done, _ = service.request("POST", f"/v1/approvals/{request_id}/approve", {},
+                                     token="alice")
+        assert (done["status"], done["approved_by"]) == ("approved", ["carol", "alice"])
+        assert service.request("POST", "/v1/decide", call)[1]["effect"] == "allow"
+    finally:
+        assert service.stop() == 0

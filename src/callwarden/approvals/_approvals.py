@@ -92,11 +92,17 @@ class Approvals:
         retention: float = 7 * 86400,
         auditor: Any = None,
         key: bytes | str | os.PathLike[str] | None = None,
+        required: int = 1,
+        veto: bool = True,
     ) -> None:
         if not isinstance(ttl, int | float) or isinstance(ttl, bool) or not ttl > 0:
             raise ValueError(f"ttl must be a number of seconds > 0, got {ttl!r}")
         if on_expiry not in _ON_EXPIRY:
             raise ValueError(f"on_expiry must be 'deny' or 'ask', got {on_expiry!r}")
+        if isinstance(required, bool) or not isinstance(required, int) or required < 1:
+            raise ValueError(f"required must be a whole number of 1 or more, got {required!r}")
+        #: How many distinct people must approve a request; whether one deny denies it.
+        self.required, self.veto = required, veto
         self.store = store
         self.ttl = float(ttl)
         self.approvers = allowlist(approvers)
@@ -120,7 +126,8 @@ class Approvals:
 
         settings = parse_config(config)
         return cls(store, ttl=settings.ttl, approvers=settings.approvers,
-                   on_expiry=settings.on_expiry, clock=clock, key=settings.key_file)
+                   on_expiry=settings.on_expiry, clock=clock, key=settings.key_file,
+                   required=settings.required, veto=settings.veto)
 
     @property
     def pins(self) -> ToolPins:
@@ -367,6 +374,7 @@ class Approvals:
                 rule=decision.rule, source=decision.source, message=decision.message,
                 created=now, expires=now + self.ttl, policy=decision.policy,
                 approvers=self.approvers, decision_id=decision.decision_id,
+                required=self.required, veto=self.veto,
             )
             created = yield self._cas(self._key(_REQUESTS, request.id), None,
                                       request.to_dict(), request.expires)
@@ -443,11 +451,42 @@ class Approvals:
                 self._check_approver(frozenset(), request.approvers, by)
             if request.status is not Status.PENDING:
                 raise _not_pending(request)
-            updated = replace(request, status=status, resolved_by=by,
-                              resolved_at=self.clock(), comment=comment, edited_args=edited)
+            updated = self._answered(request, status, by, comment, edited)
             if (yield self._cas(found.key, found.version, updated.to_dict(), request.expires)):
-                self._emit(status.value, updated)
+                self._emit(status.value, updated, detail=_quorum_text(updated))
                 return updated
+
+    def _answered(self, request: ApprovalRequest, status: Status, by: str,
+                  comment: str | None, edited: dict[str, Any] | None) -> ApprovalRequest:
+        """The request once ``by`` answered it: resolved, or — under a quorum — still pending
+        with the answer recorded (until ``required`` people approved, or a deny decided)."""
+        now = self.clock()
+        if request.required <= 1:
+            return replace(request, status=status, resolved_by=by, resolved_at=now,
+                           comment=comment, edited_args=edited)
+        answered = {identity(n) for n in (*(request.approved_by or ()),
+                                          *(request.denied_by or ()))}
+        if identity(by) in answered:
+            raise ApprovalRefused("already_answered",
+                                  f"{by!r} already approved or denied request {request.id}; "
+                                  f"{_quorum_text(request)}")
+        if status is Status.APPROVED:
+            if edited is not None:
+                raise ApprovalRefused(
+                    "quorum_edit", "a request that needs several approvers cannot be approved "
+                    "with an edit (the others approved the call as asked): deny it, and the "
+                    "agent can ask for the edited call")
+            approved = [*(request.approved_by or ()), by]
+            done = len(approved) >= request.required
+            return replace(request, approved_by=approved, status=status if done else
+                           Status.PENDING, resolved_by=by if done else None,
+                           resolved_at=now if done else None,
+                           comment=comment if done else request.comment)
+        denied = [*(request.denied_by or ()), by]
+        if request.veto or not _reachable(request, denied):
+            return replace(request, denied_by=denied, status=status, resolved_by=by,
+                           resolved_at=now, comment=comment)
+        return replace(request, denied_by=denied)
 
     def _cancel(self, request_id: str) -> Flow[ApprovalRequest]:
         while True:
@@ -606,6 +645,24 @@ def _edited_args(edit: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(json_safe(edit)))  # type: ignore[no-any-return]
 
 
+def _quorum_text(request: ApprovalRequest) -> str | None:
+    """``1 of the 2 approvals it needs`` for a request under a quorum; None otherwise."""
+    if request.required <= 1:
+        return None
+    return (f"it has {len(request.approved_by or ())} of the {request.required} approvals it "
+            "needs")
+
+
+def _reachable(request: ApprovalRequest, denied: Sequence[str]) -> bool:
+    """Whether the quorum can still be reached: always, unless an approver allowlist leaves
+    too few people who have neither denied nor made the call."""
+    if request.approvers is None:
+        return True
+    gone = {identity(n) for n in (*denied, *(request.approved_by or ()))} | request.callers
+    left = {identity(n) for n in request.approvers} - gone
+    return len(request.approved_by or ()) + len(left) >= request.required
+
+
 def _not_pending(request: ApprovalRequest) -> ApprovalInvalid:
     if request.status is Status.EXPIRED:
         return ApprovalInvalid("approval_expired", _expired_text(request))
@@ -639,6 +696,9 @@ def _check_usable(request: ApprovalRequest) -> None:
                               f"request {request.id} was denied by {request.resolved_by}{why}")
     if status is Status.CANCELLED:
         raise ApprovalInvalid("approval_not_approved", f"request {request.id} was cancelled")
+    if request.approved_by:
+        raise ApprovalInvalid("approval_not_approved",
+                              f"request {request.id} is still pending: {_quorum_text(request)}")
     raise ApprovalInvalid("approval_not_approved",
                           f"request {request.id} is still pending; nobody has approved it yet")
 

@@ -13,8 +13,9 @@ from callwarden.exceptions import ConfigError
 from callwarden.state._sqlite import state_home
 
 __all__ = ["ApprovalSettings", "default_state_url", "parse_config", "state_url_from_policy"]
-_KEYS = ("approvers", "key_file", "on_expiry", "state", "ttl")
-_EXAMPLE = "e.g. approvals: {ttl: 30m, approvers: [alice, bob], on_expiry: deny}"
+_KEYS = ("approvers", "key_file", "on_expiry", "required", "state", "ttl", "veto")
+_EXAMPLE = ("e.g. approvals: {ttl: 30m, approvers: [alice, bob, carol], required: 2, "
+            "on_expiry: deny}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,8 @@ class ApprovalSettings:
     on_expiry: str = "deny"
     state: str | None = None
     key_file: str | None = None
+    required: int = 1
+    veto: bool = True
 
 
 def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
@@ -74,7 +77,20 @@ def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
         raise ConfigError("must be an absolute path or start with ~", key="key_file",
                           hint="the approvals key is the approver credential: keep it outside "
                                "the project, e.g. key_file: ~/.config/callwarden/approvals.key")
-    return ApprovalSettings(ttl, approvers, on_expiry, state, key_file)
+    required = config.get("required", 1)
+    if isinstance(required, bool) or not isinstance(required, int) or required < 1:
+        raise ConfigError(f"must be a whole number of 1 or more, not {required!r}",
+                          key="required", hint="how many distinct people must approve, e.g. 2")
+    if approvers is not None and required > len(approvers):
+        raise ConfigError(f"{required} approvals can never be given by only "
+                          f"{len(approvers)} approvers", key="required",
+                          hint="lower required:, or name more approvers")
+    veto = config.get("veto", True)
+    if not isinstance(veto, bool):
+        raise ConfigError("must be true or false", key="veto",
+                          hint="true (default): one deny denies the request; false: a deny "
+                               "counts against the quorum")
+    return ApprovalSettings(ttl, approvers, on_expiry, state, key_file, required, veto)
 
 
 def default_state_url() -> str:

@@ -99,6 +99,10 @@ class ApprovalRequest(_Record):
         approvers: The approver allowlist when the request was made (None: anyone else).
         decision_id: The decision that asked.
         consumed_at: When the approved call ran.
+        required: How many distinct people must approve it (a quorum; 1 by default).
+        veto: Whether one deny denies it (else a deny counts against the quorum).
+        approved_by, denied_by: Who approved and who denied it so far (with a quorum the
+            request stays pending until ``required`` people approved).
     """
 
     id: str
@@ -123,6 +127,10 @@ class ApprovalRequest(_Record):
     approvers: list[str] | None = None
     decision_id: str | None = None
     consumed_at: float | None = None
+    required: int = 1
+    veto: bool = True
+    approved_by: list[str] | None = None
+    denied_by: list[str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))

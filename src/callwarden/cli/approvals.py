@@ -195,6 +195,10 @@ def _show(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
 
     print(describe(request).strip("\n"), file=out)
     print(f"  status:  {request.status.value}", file=out)
+    if request.required > 1:
+        print(f"  quorum:  {_quorum(request)}"
+              + (f"; denied by {', '.join(request.denied_by)}" if request.denied_by else ""),
+              file=out)
     if request.resolved_by:
         print(f"  by:      {request.resolved_by} at {_iso(request.resolved_at)}", file=out)
     if request.comment:
@@ -216,16 +220,31 @@ def _approve(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
             print("error: --edit must be a JSON object, e.g. '{\"env\": \"staging\"}'",
                   file=sys.stderr)
             return EXIT_USAGE
-    request = approvals.approve(args.id, by=args.by or _login(), edit=edit, comment=args.comment)
+    by = args.by or _login()
+    request = approvals.approve(args.id, by=by, edit=edit, comment=args.comment)
+    if request.status.value == "pending":  # one of a quorum
+        print(f"approved {request.id} by {by}: {_quorum(request)}; still pending", file=out)
+        return EXIT_OK
     note = " with edited arguments" if edit is not None else ""
     print(f"approved {request.id}{note} by {request.resolved_by}", file=out)
     return EXIT_OK
 
 
 def _deny(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
-    request = approvals.deny(args.id, by=args.by or _login(), reason=args.reason)
+    by = args.by or _login()
+    request = approvals.deny(args.id, by=by, reason=args.reason)
+    if request.status.value == "pending":  # veto: false, and the quorum can still be reached
+        print(f"denied {request.id} by {by}, counted against the quorum: "
+              f"{_quorum(request)}; still pending", file=out)
+        return EXIT_OK
     print(f"denied {request.id} by {request.resolved_by}: {request.comment}", file=out)
     return EXIT_OK
+
+
+def _quorum(request: Any) -> str:
+    """``1 of 2 approvals (alice)`` for a request that needs several approvers."""
+    names = ", ".join(request.approved_by or ()) or "none yet"
+    return f"{len(request.approved_by or ())} of {request.required} approvals ({names})"
 
 
 def _cancel(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:

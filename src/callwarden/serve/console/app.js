@@ -134,6 +134,14 @@ async function start() {
 
 // -- approvals --------------------------------------------------------------------------------
 
+// A request's status, with how many of the approvals it needs it has when it needs several.
+function quorum(r) {
+  if (!(r.required > 1) || r.status !== "pending") return r.status;
+  const names = (r.approved_by || []).join(", ");
+  return `pending: ${(r.approved_by || []).length} of ${r.required} approvals` +
+    (names ? ` (${names})` : "");
+}
+
 function approvalsPage() {
   const status = el("select", {id: "status-filter"},
     ...["pending", "approved", "denied", "consumed", "expired", "cancelled", ""].map(
@@ -156,7 +164,7 @@ function approvalsPage() {
       }, el("td", {text: when(r.created)}), el("td", {}, el("code", {text: r.tool})),
          el("td", {text: r.agent || ""}), el("td", {text: r.session || ""}),
          el("td", {text: r.rule || ""}), el("td", {text: r.message || ""}),
-         el("td", {text: r.status}))));
+         el("td", {text: quorum(r)}))));
       if (!approvals.length) {
         body.replaceChildren(el("tr", {}, el("td", {colspan: 7, class: "empty",
                                                     text: "No request here."})));
@@ -202,9 +210,11 @@ async function requestPage(id) {
       const done = await api(`/v1/approvals/${encodeURIComponent(id)}/${verb}`,
                              {method: "POST", body: payload});
       result.className = "";
-      result.textContent = `${done.status} by ${done.resolved_by}`;
+      result.textContent = done.status === "pending"
+        ? `${verb === "approve" ? "approved" : "denied"}: ${quorum(done)}`
+        : `${done.status} by ${done.resolved_by}`;
       for (const button of actions.querySelectorAll("button")) button.disabled = true;
-      document.getElementById("request-status").textContent = done.status;
+      document.getElementById("request-status").textContent = quorum(done);
     } catch (error) {
       result.className = "error";
       result.textContent = error.message;
@@ -245,7 +255,7 @@ async function requestPage(id) {
     el("h1", {}, "Approval request ", el("code", {text: r.id})),
     el("dl", {},
        el("dt", {text: "Tool"}), el("dd", {}, el("code", {id: "request-tool", text: r.tool})),
-       el("dt", {text: "Status"}), el("dd", {id: "request-status", text: r.status}),
+       el("dt", {text: "Status"}), el("dd", {id: "request-status", text: quorum(r)}),
        el("dt", {text: "Agent"}), el("dd", {text: r.agent || ""}),
        el("dt", {text: "Principal"}), el("dd", {text: r.principal || ""}),
        el("dt", {text: "Session"}), el("dd", {text: r.session || ""}),

@@ -1,0 +1,141 @@
+"""Quorum approvals: a request needs ``required`` distinct approvers; one deny vetoes unless
+``veto: false``; on every store, from several processes' worth of Approvals objects."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from _approval_support import POLICY, Clock, Tool, run_guarded
+
+from callwarden import Guard, PolicyError, ToolDenied, resolve_ask
+from callwarden.approvals import ApprovalPending, ApprovalRefused, Approvals, Status
+from callwarden.state import StateStore
+
+STAGING = {"env": "staging", "version": "1.4"}
+
+
+def asked(guard: Guard, approvals: Approvals) -> str:
+    decision = guard.check("deploy", STAGING, agent="bot")
+    with pytest.raises(ApprovalPending) as raised:
+        resolve_ask(guard, decision, approvals=approvals)
+    return raised.value.request_id
+
+
+@pytest.fixture
+def two_of(store: StateStore, clock: Clock) -> Approvals:
+    return Approvals(store, ttl=600, clock=clock, required=2)
+
+
+def test_a_call_runs_only_once_enough_people_approved(guard, two_of) -> None:
+    request_id = asked(guard, two_of)
+    first = two_of.approve(request_id, by="alice")
+    assert first.status is Status.PENDING and first.approved_by == ["alice"]
+    tool = Tool()
+    with pytest.raises(ToolDenied, match="1 of the 2 approvals"):
+        run_guarded(guard, two_of, "deploy", STAGING, tool, agent="bot", approval_id=request_id)
+    assert tool.calls == []
+    done = two_of.approve(request_id, by="bob", comment="fine")
+    assert done.status is Status.APPROVED and done.approved_by == ["alice", "bob"]
+    assert done.resolved_by == "bob"
+    run_guarded(guard, two_of, "deploy", STAGING, tool, agent="bot", approval_id=request_id)
+    assert tool.calls == [STAGING]
+
+
+def test_the_same_person_counts_once_and_the_caller_never(guard, two_of) -> None:
+    request_id = asked(guard, two_of)
+    two_of.approve(request_id, by="alice")
+    with pytest.raises(ApprovalRefused, match="already approved"):
+        two_of.approve(request_id, by="Alice")  # identities compare case-folded
+    with pytest.raises(ApprovalRefused, match="made this call"):
+        two_of.approve(request_id, by="bot")
+    assert two_of.get(request_id).status is Status.PENDING
+
+
+def test_one_deny_vetoes_by_default(guard, two_of) -> None:
+    request_id = asked(guard, two_of)
+    two_of.approve(request_id, by="alice")
+    denied = two_of.deny(request_id, by="bob", reason="not on a Friday")
+    assert denied.status is Status.DENIED
+    with pytest.raises(ToolDenied, match="not on a Friday"):
+        run_guarded(guard, two_of, "deploy", STAGING, Tool(), agent="bot",
+                    approval_id=request_id)
+
+
+def test_without_veto_a_deny_counts_against_the_quorum(guard, store, clock) -> None:
+    approvals = Approvals(store, ttl=600, clock=clock, required=2, veto=False,
+                          approvers=["alice", "bob", "carol"])
+    request_id = asked(guard, approvals)
+    held = approvals.deny(request_id, by="alice", reason="no")
+    assert held.status is Status.PENDING and held.denied_by == ["alice"]
+    # bob and carol can still make two: still pending; once bob says no too, they cannot
+    assert approvals.deny(request_id, by="bob").status is Status.DENIED
+
+
+def test_without_veto_the_quorum_can_still_approve(guard, store, clock) -> None:
+    approvals = Approvals(store, ttl=600, clock=clock, required=2, veto=False)
+    request_id = asked(guard, approvals)
+    approvals.deny(request_id, by="alice")
+    approvals.approve(request_id, by="bob")
+    assert approvals.approve(request_id, by="carol").status is Status.APPROVED
+
+
+def test_one_inline_approver_leaves_the_call_waiting_for_the_others(guard, two_of) -> None:
+    decision = guard.check("deploy", STAGING, agent="bot")
+    with pytest.raises(ApprovalPending) as raised:
+        resolve_ask(guard, decision, approvals=two_of, approver=lambda request: True)
+    assert two_of.get(raised.value.request_id).approved_by is not None
+
+
+def test_an_edit_needs_a_quorum_of_its_own(guard, two_of) -> None:
+    request_id = asked(guard, two_of)
+    with pytest.raises(ApprovalRefused, match="edit"):
+        two_of.approve(request_id, by="alice", edit={"env": "staging", "version": "1.5"})
+
+
+def test_approvers_at_once_are_all_counted(guard, store, clock) -> None:
+    """Approvers answering at the same moment through their own Approvals objects (as
+    processes on one store do): every approval is recorded, none is lost."""
+    request_id = asked(guard, Approvals(store, ttl=600, clock=clock, required=3))
+    people = ["alice", "bob", "carol"]
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(lambda who: Approvals(store, ttl=600, clock=clock, required=3)
+                      .approve(request_id, by=who), people))
+    final = Approvals(store, ttl=600, clock=clock).get(request_id)
+    assert final.status is Status.APPROVED and sorted(final.approved_by or []) == people
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"required": 0}, "a whole number of 1 or more"),
+    ({"required": "two"}, "a whole number of 1 or more"),
+    ({"required": 3, "approvers": ["alice", "bob"]}, "only 2 approvers"),
+    ({"veto": "yes"}, "true or false"),
+])
+def test_a_quorum_that_cannot_work_is_a_policy_error(section: dict, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        Guard.from_dict({**POLICY, "approvals": section})
+
+
+def test_the_policy_sets_the_quorum() -> None:
+    guard = Guard.from_dict({**POLICY, "approvals": {"required": 2, "veto": False}})
+    request_id = asked(guard, guard.approvals)
+    assert guard.approvals.get(request_id).required == 2
+    assert guard.approvals.approve(request_id, by="alice").status is Status.PENDING
+    with pytest.raises(ValueError, match="required"):
+        Approvals(guard.approvals.store, required=0)
+
+
+def test_the_cli_says_how_many_approvals_a_request_has(tmp_path, guard, capsys) -> None:
+    from callwarden.cli import main
+    from callwarden.state import open_store
+
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    with open_store(url) as store:
+        request_id = Approvals(store, required=2).request(
+            guard.check("deploy", STAGING, agent="bot")).id
+    assert main(["approvals", "approve", request_id, "--by", "alice", "--state", url]) == 0
+    assert "1 of 2 approvals (alice); still pending" in capsys.readouterr().out
+    assert main(["approvals", "show", request_id, "--state", url]) == 0
+    assert "quorum:  1 of 2 approvals (alice)" in capsys.readouterr().out
+    assert main(["approvals", "approve", request_id, "--by", "bob", "--state", url]) == 0
+    assert f"approved {request_id} by bob" in capsys.readouterr().out
