@@ -138,7 +138,7 @@ class Guard:
             self._approvals = Approvals(store, ttl=settings.ttl, approvers=settings.approvers,
                                         on_expiry=settings.on_expiry, clock=self._engine.clock,
                                         key=settings.key_file, required=settings.required,
-                                        veto=settings.veto)
+                                        veto=settings.veto, max_open=settings.max_open)
             self._approvals.auditor = self._auditor
         return self._approvals
 

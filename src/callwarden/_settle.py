@@ -41,6 +41,7 @@ from callwarden.exceptions import (
     ApprovalError,
     ApprovalInvalid,
     ApprovalPending,
+    ApprovalRefused,
     AuditError,
     StoreUnavailable,
 )
@@ -98,6 +99,10 @@ def _resolve(guard: Guard, approvals: Approvals, decision: Decision, approver: A
                        f"the approvals store is unavailable ({e}); failing closed")
     except AuditError as e:  # audit is required and the transition could not be recorded
         return _denied(decision, "audit_failed", f"{e}; failing closed")
+    except ApprovalRefused as e:
+        if e.code != "approval_cap":
+            raise
+        return _denied(decision, e.code, e.message)  # past a max_open cap: not asked
 
 
 def _decide(guard: Guard, approvals: Approvals, decision: Decision, approver: Approver | None,

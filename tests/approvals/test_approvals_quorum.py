@@ -1,5 +1,6 @@
-"""Quorum approvals: a request needs ``required`` distinct approvers; one deny vetoes unless
-``veto: false``; on every store, from several processes' worth of Approvals objects."""
+"""Approval policy: a quorum — a request needs ``required`` distinct approvers, one deny
+vetoes unless ``veto: false`` — and caps on the requests open at once (``max_open``); on every
+store, from several processes' worth of Approvals objects."""
 
 from __future__ import annotations
 
@@ -139,3 +140,47 @@ def test_the_cli_says_how_many_approvals_a_request_has(tmp_path, guard, capsys) 
     assert "quorum:  1 of 2 approvals (alice)" in capsys.readouterr().out
     assert main(["approvals", "approve", request_id, "--by", "bob", "--state", url]) == 0
     assert f"approved {request_id} by bob" in capsys.readouterr().out
+
+
+# -- caps on open requests (approval fatigue) ---------------------------------------------------
+
+
+def test_past_the_cap_on_open_requests_an_ask_is_a_deny(guard, store, clock) -> None:
+    approvals = Approvals(store, ttl=600, clock=clock, max_open=[("session", 2)])
+
+    def ask(version: str, session: str = "s1") -> str:
+        decision = guard.check("deploy", {"env": "staging", "version": version}, agent="bot",
+                               session=session)
+        try:
+            resolve_ask(guard, decision, approvals=approvals)
+        except ApprovalPending as e:
+            return e.request_id
+        raise AssertionError("not asked")
+
+    first, _ = ask("1"), ask("2")
+    capped = resolve_ask(guard, guard.check("deploy", {"env": "staging", "version": "3"},
+                                            agent="bot", session="s1"), approvals=approvals)
+    assert capped.effect.value == "deny" and capped.reasons[0].code == "approval_cap"
+    assert "2 calls of this session are already waiting" in capped.message
+    assert ask("1")  # the same call asked again is the request it has, not a new one
+    assert ask("3", session="s2")  # another session has its own cap
+    approvals.deny(first, by="alice")
+    assert ask("3")  # one answered: room for one more
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"max_open": {"tool": 3}}, "cannot cap open requests per 'tool'"),
+    ({"max_open": {"session": 0}}, "a whole number of 1 or more"),
+    ({"max_open": 5}, "must map session and/or agent"),
+])
+def test_a_cap_that_cannot_work_is_a_policy_error(section: dict, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        Guard.from_dict({**POLICY, "approvals": section})
+
+
+def test_the_policy_sets_the_cap() -> None:
+    guard = Guard.from_dict({**POLICY, "approvals": {"max_open": {"agent": 1}}})
+    asked(guard, guard.approvals)
+    second = guard.check("deploy", {"env": "staging", "version": "9"}, agent="bot")
+    other = resolve_ask(guard, second, approvals=guard.approvals)
+    assert other.reasons[0].code == "approval_cap"

@@ -94,6 +94,7 @@ class Approvals:
         key: bytes | str | os.PathLike[str] | None = None,
         required: int = 1,
         veto: bool = True,
+        max_open: Sequence[tuple[str, int]] = (),
     ) -> None:
         if not isinstance(ttl, int | float) or isinstance(ttl, bool) or not ttl > 0:
             raise ValueError(f"ttl must be a number of seconds > 0, got {ttl!r}")
@@ -103,6 +104,8 @@ class Approvals:
             raise ValueError(f"required must be a whole number of 1 or more, got {required!r}")
         #: How many distinct people must approve a request; whether one deny denies it.
         self.required, self.veto = required, veto
+        #: (session | agent, N): at most N requests waiting at once per session / agent.
+        self.max_open = tuple(max_open)
         self.store = store
         self.ttl = float(ttl)
         self.approvers = allowlist(approvers)
@@ -127,7 +130,7 @@ class Approvals:
         settings = parse_config(config)
         return cls(store, ttl=settings.ttl, approvers=settings.approvers,
                    on_expiry=settings.on_expiry, clock=clock, key=settings.key_file,
-                   required=settings.required, veto=settings.veto)
+                   required=settings.required, veto=settings.veto, max_open=settings.max_open)
 
     @property
     def pins(self) -> ToolPins:
@@ -365,6 +368,8 @@ class Approvals:
 
     def _new_request(self, decision: Decision) -> Flow[ApprovalRequest]:
         call = decision.call
+        if self.max_open:
+            yield from self._check_open(decision)
         now = self.clock()
         while True:
             request = ApprovalRequest(
@@ -382,6 +387,23 @@ class Approvals:
                 self._emit("requested", request, decision.decision_id)
                 yield from self._index_digest(request)
                 return request
+
+    def _check_open(self, decision: Decision) -> Flow[None]:
+        """Refuses a new request past a ``max_open`` cap: a person asked about more calls than
+        they can weigh approves without reading (approval fatigue)."""
+        call = decision.call
+        waiting = yield from self._list(Status.PENDING.value)
+        for field, cap in self.max_open:
+            value = getattr(call, field)
+            if value is None:
+                continue
+            open_now = sum(1 for r in waiting if getattr(r, field) == value)
+            if open_now >= cap:
+                raise ApprovalRefused(
+                    "approval_cap",
+                    f"{open_now} calls of this {field} are already waiting for a person's "
+                    f"approval (at most {cap} at once), so this one is not asked: wait for "
+                    "the answers, or do without it")
 
     def _index_digest(self, request: ApprovalRequest) -> Flow[None]:
         """Points the call's digest at its newest request (see :meth:`_latest`)."""

@@ -13,7 +13,8 @@ from callwarden.exceptions import ConfigError
 from callwarden.state._sqlite import state_home
 
 __all__ = ["ApprovalSettings", "default_state_url", "parse_config", "state_url_from_policy"]
-_KEYS = ("approvers", "key_file", "on_expiry", "required", "state", "ttl", "veto")
+_KEYS = ("approvers", "key_file", "max_open", "on_expiry", "required", "state", "ttl",
+         "veto")
 _EXAMPLE = ("e.g. approvals: {ttl: 30m, approvers: [alice, bob, carol], required: 2, "
             "on_expiry: deny}")
 
@@ -29,6 +30,7 @@ class ApprovalSettings:
     key_file: str | None = None
     required: int = 1
     veto: bool = True
+    max_open: tuple[tuple[str, int], ...] = ()
 
 
 def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
@@ -90,7 +92,32 @@ def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
         raise ConfigError("must be true or false", key="veto",
                           hint="true (default): one deny denies the request; false: a deny "
                                "counts against the quorum")
-    return ApprovalSettings(ttl, approvers, on_expiry, state, key_file, required, veto)
+    return ApprovalSettings(ttl, approvers, on_expiry, state, key_file, required, veto,
+                            _max_open(config.get("max_open")))
+
+
+_CAP_FIELDS = ("session", "agent")
+
+
+def _max_open(raw: Any) -> tuple[tuple[str, int], ...]:
+    """``max_open: {session: 5, agent: 20}``: at most that many requests waiting at once per
+    session / per agent; past it, an ask is a deny (approval fatigue)."""
+    if raw is None:
+        return ()
+    hint = "e.g. max_open: {session: 5, agent: 20}"
+    if not isinstance(raw, Mapping) or not raw:
+        raise ConfigError("must map session and/or agent to a number", key="max_open",
+                          hint=hint)
+    caps = []
+    for field, cap in raw.items():
+        if field not in _CAP_FIELDS:
+            raise ConfigError(f"cannot cap open requests per {field!r}", key="max_open",
+                              hint=hint)
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ConfigError(f"must be a whole number of 1 or more, not {cap!r}",
+                              key=f"max_open.{field}", hint=hint)
+        caps.append((str(field), cap))
+    return tuple(caps)
 
 
 def default_state_url() -> str:
