@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from callwarden._decision import Decision, Effect, Reason
 from callwarden._flow import Flow, Step, adrive, drive
-from callwarden._messages import not_approved
+from callwarden._messages import decision_message, not_approved
 from callwarden.approvals._approvals import Approvals
 from callwarden.approvals._approvers import (
     Approve,
@@ -143,11 +143,38 @@ def _use(guard: Guard, approvals: Approvals, decision: Decision, request_id: str
     try:
         used = yield from approvals._consume(request_id, decision)
     except ApprovalInvalid as e:
-        if e.code == "approval_expired" and approvals.on_expiry == "ask":
+        if e.code != "approval_expired":
+            return _denied(decision, e.code, e.message)
+        on_timeout = _on_timeout(guard, decision)
+        if on_timeout is Effect.ALLOW:
+            return (yield from _counted(guard, _timed_out(decision, Effect.ALLOW, e.message)))
+        if on_timeout is Effect.HALT:
+            return _timed_out(decision, Effect.HALT, e.message)
+        if on_timeout is None and approvals.on_expiry == "ask":
             fresh = yield from approvals._request(decision)
             return (yield from _ask(guard, approvals, decision, fresh, approver, wait))
         return _denied(decision, e.code, e.message)
     return (yield from _counted(guard, _approved(decision, used)))
+
+
+def _on_timeout(guard: Guard, decision: Decision) -> Effect | None:
+    """The asking rule's ``on_timeout`` (None: the approvals' ``on_expiry`` decides)."""
+    engine = getattr(guard, "engine", None)
+    for rule in getattr(engine, "rules", ()):
+        if rule.id == decision.rule:
+            return rule.on_timeout  # type: ignore[no-any-return]
+    return None
+
+
+def _timed_out(decision: Decision, effect: Effect, why: str) -> Decision:
+    """The decision of a call whose approval request expired unanswered, as the rule's
+    ``on_timeout`` says: allowed, or the run halted."""
+    text = f"{why}; nobody answered in time, and the rule says {effect.value} then"
+    reason = Reason("approval_timed_out", text, decision.rule)
+    message = "" if effect is Effect.ALLOW else decision_message(
+        effect, decision.call.tool, decision.rule or "approvals", None, (reason,))
+    return decision._replace(effect=effect, reasons=(reason, *decision.reasons),
+                             message=message)
 
 
 def _ask(guard: Guard, approvals: Approvals, decision: Decision, request: ApprovalRequest,

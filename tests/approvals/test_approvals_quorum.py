@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from _approval_support import POLICY, Clock, Tool, run_guarded
 
-from callwarden import Guard, PolicyError, ToolDenied, resolve_ask
+from callwarden import Guard, PolicyError, RunHalted, ToolDenied, resolve_ask
 from callwarden.approvals import ApprovalPending, ApprovalRefused, Approvals, Status
 from callwarden.state import StateStore
 
@@ -184,3 +184,51 @@ def test_the_policy_sets_the_cap() -> None:
     second = guard.check("deploy", {"env": "staging", "version": "9"}, agent="bot")
     other = resolve_ask(guard, second, approvals=guard.approvals)
     assert other.reasons[0].code == "approval_cap"
+
+
+# -- what an approval that nobody answered gets (on_timeout) ------------------------------------
+
+
+def timing_out(on_timeout: str) -> tuple[Guard, Clock]:
+    clock = Clock()
+    rules = [{"id": "ask-deploy", "match": {"tool": "deploy"}, "effect": "ask",
+              "on_timeout": on_timeout, "message": "Deploys need a human."}]
+    return Guard.from_dict({"version": 1, "rules": rules, "approvals": {"ttl": "10m"}},
+                           clock=clock), clock
+
+
+@pytest.mark.parametrize(("on_timeout", "outcome"), [
+    ("allow", "ran"), ("deny", ToolDenied), ("halt", RunHalted)])
+def test_an_unanswered_request_gets_what_the_rule_says(on_timeout: str, outcome: object) -> None:
+    guard, clock = timing_out(on_timeout)
+    request_id = asked(guard, guard.approvals)
+    clock.advance(601)  # past the request's ten minutes, nobody answered
+    tool = Tool()
+    if outcome == "ran":
+        run_guarded(guard, guard.approvals, "deploy", STAGING, tool, agent="bot",
+                    approval_id=request_id)
+        assert tool.calls == [STAGING]
+        return
+    with pytest.raises(outcome) as raised:  # type: ignore[call-overload]
+        run_guarded(guard, guard.approvals, "deploy", STAGING, tool, agent="bot",
+                    approval_id=request_id)
+    assert tool.calls == [] and "expired" in raised.value.decision.reasons[0].message
+
+
+def test_an_answered_request_is_not_a_timeout() -> None:
+    guard, clock = timing_out("allow")
+    request_id = asked(guard, guard.approvals)
+    guard.approvals.deny(request_id, by="alice", reason="no")
+    clock.advance(601)
+    with pytest.raises(ToolDenied, match="denied"):
+        run_guarded(guard, guard.approvals, "deploy", STAGING, Tool(), agent="bot",
+                    approval_id=request_id)
+
+
+@pytest.mark.parametrize(("rule", "message"), [
+    ({"effect": "deny", "on_timeout": "allow"}, "only a rule that asks"),
+    ({"effect": "ask", "on_timeout": "later"}, "on_timeout"),
+])
+def test_a_timeout_that_cannot_work_is_a_policy_error(rule: dict, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        Guard.from_dict({"version": 1, "rules": [{"id": "r", **rule}]})

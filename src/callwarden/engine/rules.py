@@ -208,6 +208,7 @@ class Rule:
         "needs_facts",
         "needs_history",
         "on_error",
+        "on_timeout",
         "order",
         "phase",
         "policy",
@@ -226,6 +227,7 @@ class Rule:
         message: str | None = None,
         mode: Mode | None = None,
         on_error: Effect | None = None,
+        on_timeout: Effect | None = None,
         source: str | None = None,
         policy: Any = None,
         phase: Phase | str | None = None,
@@ -243,6 +245,9 @@ class Rule:
         self.message = message
         self.mode = mode
         self.on_error = on_error
+        #: For an ask rule: what a call whose approval request expired unanswered gets
+        #: (deny, allow or halt); None: the approvals' on_expiry.
+        self.on_timeout = on_timeout
         self.source = source
         self.policy = policy
         self.rewrite = rewrite

@@ -53,7 +53,8 @@ class RuleContext:
     named: dict[str, list[tuple[str, Matcher]]] = field(default_factory=dict)
 
 _RULE_KEYS = ("id", "description", "match", "effect", "message", "mode", "on_error", "phase",
-              "use", "config", "examples", "set", "unset", "cap", "limit", "on", "when", "unless")
+              "use", "config", "examples", "set", "unset", "cap", "limit", "on", "when", "unless",
+              "on_timeout")
 
 
 _MATCH_KEYS = ("tool", "kind", "side_effect", "agent", "principal", "framework")
@@ -187,6 +188,13 @@ def compile_rule(raw: Any, path: Path_, check: Checker, lines: Lines, env: Compi
     if "on_error" in raw:
         oe = check.choice(raw["on_error"], (*path, "on_error"), ("deny", "halt", "ask", "allow"))
         on_error = Effect(oe) if oe else None
+    on_timeout = None
+    if "on_timeout" in raw:
+        ot = check.choice(raw["on_timeout"], (*path, "on_timeout"), ("deny", "allow", "halt"))
+        on_timeout = Effect(ot) if ot else None
+        if effect is not Effect.ASK:
+            check.error((*path, "on_timeout"), "only a rule that asks has approvals that can "
+                        "time out", "add effect: ask, or drop on_timeout")
     message = raw.get("message")
     if message is not None and not isinstance(message, str):
         check.error((*path, "message"), "must be a string")
@@ -260,6 +268,7 @@ def compile_rule(raw: Any, path: Path_, check: Checker, lines: Lines, env: Compi
         rule_id.strip(), effect=effect, selector=selector, conditions=conditions,
         message=message, mode=mode, on_error=on_error, source=lines.source(path),
         policy=policy, phase=phase, rewrite=rewrite, order=order, limit=limit, on=on,
+        on_timeout=on_timeout,
     )
 
 
