@@ -232,3 +232,69 @@ def test_an_answered_request_is_not_a_timeout() -> None:
 def test_a_timeout_that_cannot_work_is_a_policy_error(rule: dict, message: str) -> None:
     with pytest.raises(PolicyError, match=message):
         Guard.from_dict({"version": 1, "rules": [{"id": "r", **rule}]})
+
+
+# -- standing grants of one exact call ----------------------------------------------------------
+
+
+def test_a_grant_of_one_exact_call_covers_only_that_call(guard, approvals) -> None:
+    request_id = asked_in(guard, approvals, session="s1")
+    approvals.approve(request_id, by="alice")
+    grant = approvals.remember(request_id, scope="session", by="alice", ttl=3600, exact=True)
+    assert grant.call is not None
+
+    def effect(args: dict, session: str = "s1") -> str:
+        decision = guard.check("deploy", args, agent="bot", session=session)
+        try:
+            return resolve_ask(guard, decision, approvals=approvals).effect.value
+        except ApprovalPending:
+            return "pending"
+
+    assert effect(STAGING) == "allow"  # the exact call, again and again, for an hour
+    assert effect(STAGING) == "allow"
+    assert effect({**STAGING, "version": "1.5"}) == "pending"  # other arguments
+    assert effect(STAGING, session="s2") == "pending"  # another session
+    approvals.revoke(grant.id)
+    assert effect(STAGING) == "allow"  # the approval itself, unused so far: once
+    assert effect(STAGING) == "pending"
+
+
+def test_an_exact_grant_of_an_edited_approval_covers_the_edit(guard, approvals) -> None:
+    request_id = asked_in(guard, approvals, session="s1")
+    edited = {"env": "staging", "version": "1.3"}
+    approvals.approve(request_id, by="alice", edit=edited)
+    approvals.remember(request_id, scope="session", by="alice", exact=True)
+    decision = guard.check("deploy", edited, agent="bot", session="s1")
+    assert resolve_ask(guard, decision, approvals=approvals).effect.value == "allow"
+    with pytest.raises(ValueError, match="call's own tool"):
+        approvals.remember(request_id, scope="session", by="alice", exact=True, tool="*")
+
+
+def test_the_cli_remembers_an_exact_call_for_a_while(tmp_path, guard, capsys) -> None:
+    from callwarden.cli import main
+    from callwarden.state import open_store
+
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    with open_store(url) as store:
+        request_id = Approvals(store).request(
+            guard.check("deploy", STAGING, agent="bot", session="s1")).id
+    assert main(["approvals", "approve", request_id, "--by", "alice", "--state", url,
+                 "--remember", "session", "--for", "1h", "--exact"]) == 0
+    said = capsys.readouterr().out
+    assert "remembered as" in said and "this exact call for this session" in said
+    assert main(["approvals", "grants", "--state", url]) == 0
+    assert "(one exact call)" in capsys.readouterr().out
+    with open_store(url) as store:
+        covered = Approvals(store).granted(guard.check("deploy", STAGING, agent="bot",
+                                                       session="s1"))
+        other = Approvals(store).granted(guard.check("deploy", {**STAGING, "version": "2"},
+                                                     agent="bot", session="s1"))
+    assert covered is not None and other is None
+    assert main(["approvals", "approve", request_id, "--exact", "--state", url]) == 2
+
+
+def asked_in(guard: Guard, approvals: Approvals, **call: str) -> str:
+    decision = guard.check("deploy", STAGING, agent="bot", **call)
+    with pytest.raises(ApprovalPending) as raised:
+        resolve_ask(guard, decision, approvals=approvals)
+    return raised.value.request_id

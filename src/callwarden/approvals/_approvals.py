@@ -32,6 +32,7 @@ from callwarden.approvals._records import (
     Status,
     allowlist,
     decision_digest,
+    exact_call,
 )
 from callwarden.exceptions import ApprovalInvalid, ApprovalRefused
 
@@ -242,7 +243,8 @@ class Approvals:
     # -- remembered decisions: public twins ---------------------------------------------
 
     def remember(self, source: str | Decision, *, scope: str, by: str,
-                 ttl: float | None = None, tool: str | None = None) -> Grant:
+                 ttl: float | None = None, tool: str | None = None,
+                 exact: bool = False) -> Grant:
         """Remembers an approval for a scope: later ``ask`` calls it covers are allowed.
 
         Args:
@@ -252,18 +254,21 @@ class Approvals:
             by: Who grants it; the same rules as for approving apply.
             ttl: Seconds it lasts (default: the request ttl).
             tool: A tool name or glob to cover instead of the call's tool.
+            exact: Cover only this exact call (the tool with these arguments; with an edit,
+                the edited ones), not every call of the tool.
 
         Raises:
             ApprovalRefused: ``by`` made the call, or is not an approver.
             ApprovalInvalid: the request is not found or was not approved.
             ValueError: the scope needs a session or agent the call does not have.
         """
-        return drive(self._remember(source, scope, by, ttl, tool))
+        return drive(self._remember(source, scope, by, ttl, tool, exact))
 
     async def aremember(self, source: str | Decision, *, scope: str, by: str,
-                        ttl: float | None = None, tool: str | None = None) -> Grant:
+                        ttl: float | None = None, tool: str | None = None,
+                        exact: bool = False) -> Grant:
         """Async twin of :meth:`remember`."""
-        return await adrive(self._remember(source, scope, by, ttl, tool))
+        return await adrive(self._remember(source, scope, by, ttl, tool, exact))
 
     def granted(self, decision: Decision) -> Grant | None:
         """Returns an active grant that pre-approves this ``ask`` decision, or None."""
@@ -550,7 +555,7 @@ class Approvals:
     # -- grant flows --------------------------------------------------------------------
 
     def _remember(self, source: str | Decision, scope: str, by: str, ttl: float | None,
-                  tool: str | None) -> Flow[Grant]:
+                  tool: str | None, exact: bool = False) -> Flow[Grant]:
         scope = Scope(scope)
         fields: tuple[Any, ...]
         if isinstance(source, str):
@@ -562,14 +567,18 @@ class Approvals:
                     "can be remembered")
             fields = (request.tool, request.session, request.agent, request.callers,
                       request.approvers, request.id)
+            args: Any = request.edited_args if request.edited_args is not None else request.args
         else:
             call = source.call
             callers = frozenset(identity(x) for x in (call.agent, call.principal) if x)
             fields = (call.tool, call.session, call.agent, callers, None, None)
+            args = call.args
         call_tool, session, agent, callers, recorded, request_id = fields
         self._check_approver(callers, recorded, by)
         if tool is not None:
             check_glob(tool)  # a grant whose tool glob cannot be read would grant nothing
+        if exact and tool is not None and tool != call_tool:
+            raise ValueError("a grant of one exact call covers that call's own tool")
         if scope is Scope.SESSION and session is None:
             raise ValueError("a session-scoped grant needs a call made in a session")
         if scope is Scope.AGENT and agent is None:
@@ -580,7 +589,7 @@ class Approvals:
             session=session if scope is Scope.SESSION else None,
             agent=agent if scope is Scope.AGENT else None,
             by=by, created=now, expires=now + (self.ttl if ttl is None else ttl),
-            request_id=request_id,
+            request_id=request_id, call=exact_call(call_tool, args) if exact else None,
         )
         yield from self._update_grants(lambda grants: {**grants, grant.id: grant})
         self._emit("grant_created", grant)

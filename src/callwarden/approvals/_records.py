@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from callwarden._decision import Decision
 
 __all__ = ["ApprovalRequest", "Grant", "GrantStatus", "Scope", "Status", "call_digest",
-           "decision_digest"]
+           "decision_digest", "exact_call"]
 
 
 class Status(StrEnum):
@@ -55,6 +55,12 @@ def call_digest(tool: str, args: Mapping[str, Any], principal: str | None, sessi
         "tool": tool, "args": args, "principal": principal, "session": session,
         "policy": policy,
     })).hexdigest()
+
+
+def exact_call(tool: str, args: Mapping[str, Any]) -> str:
+    """The digest of a tool and its arguments, as typed: what a grant of one exact call
+    covers (whoever calls it within the grant's scope)."""
+    return call_digest(tool, args, None, None, None)
 
 
 def decision_digest(decision: Decision) -> str:
@@ -171,6 +177,8 @@ class Grant(_Record):
         request_id: The approval it was remembered from, if any.
         status: A :class:`GrantStatus` value; ``expired`` is computed on read.
         revoked_at: When it was revoked.
+        call: For a grant of one exact call ("allow this command for this session for an
+            hour"): the digest of the tool and its arguments it covers; None: any arguments.
     """
 
     id: str
@@ -184,6 +192,7 @@ class Grant(_Record):
     request_id: str | None = None
     status: GrantStatus = GrantStatus.ACTIVE
     revoked_at: float | None = None
+    call: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scope", Scope(self.scope))
@@ -199,6 +208,8 @@ class Grant(_Record):
         """Whether this (active) grant pre-approves the call a decision is about."""
         call = decision.call
         if self.status is not GrantStatus.ACTIVE or not _tool_glob(self.tool)(call.tool):
+            return False
+        if self.call is not None and self.call != exact_call(call.tool, call.args):
             return False
         if self.scope is Scope.SESSION:
             return call.session is not None and call.session == self.session

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from callwarden._units import parse_duration
+
 __all__ = ["add_approvals_parser", "run_approvals"]
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
@@ -44,6 +46,13 @@ def add_approvals_parser(sub: Any) -> None:
     approve.add_argument("--by", help="who approves (default: your login name)")
     approve.add_argument("--edit", help="approve these arguments instead (a JSON object)")
     approve.add_argument("--comment")
+    approve.add_argument("--remember", choices=["session", "agent", "tool"],
+                         help="and do not ask again: for this session, this agent, or anyone")
+    approve.add_argument("--for", dest="lasting", metavar="DURATION",
+                         help="how long --remember lasts (e.g. 1h; default: the request ttl)")
+    approve.add_argument("--exact", action="store_true",
+                         help="--remember this exact call only (the tool with these "
+                              "arguments), not every call of the tool")
     deny = actions.add_parser("deny", parents=[where], help="deny a pending request")
     deny.add_argument("id")
     deny.add_argument("--reason", required=True, help="shown to the agent")
@@ -221,12 +230,30 @@ def _approve(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
                   file=sys.stderr)
             return EXIT_USAGE
     by = args.by or _login()
+    lasting = None
+    if args.lasting is not None:
+        try:
+            lasting = parse_duration(args.lasting)
+        except ValueError as e:
+            print(f"error: --for: {e}", file=sys.stderr)
+            return EXIT_USAGE
+    if (args.lasting is not None or args.exact) and args.remember is None:
+        print("error: --for and --exact go with --remember session|agent|tool", file=sys.stderr)
+        return EXIT_USAGE
     request = approvals.approve(args.id, by=by, edit=edit, comment=args.comment)
     if request.status.value == "pending":  # one of a quorum
-        print(f"approved {request.id} by {by}: {_quorum(request)}; still pending", file=out)
+        print(f"approved {request.id} by {by}: {_quorum(request)}; still pending"
+              + ("; remember it once it is approved" if args.remember else ""), file=out)
         return EXIT_OK
     note = " with edited arguments" if edit is not None else ""
     print(f"approved {request.id}{note} by {request.resolved_by}", file=out)
+    if args.remember is not None:
+        grant = approvals.remember(request.id, scope=args.remember, by=by, ttl=lasting,
+                                   exact=args.exact)
+        what = "this exact call" if args.exact else f"tool {grant.tool}"
+        print(f"remembered as {grant.id}: {what} for this {args.remember} until "
+              f"{_iso(grant.expires)} (revoke: callwarden approvals revoke {grant.id})",
+              file=out)
     return EXIT_OK
 
 
@@ -262,8 +289,9 @@ def _grants(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
         print("no remembered approvals", file=out)
     for g in grants:
         bound = g.session or g.agent or "*"
-        print(f"{g.id}  {g.status.value:<7}  {g.scope.value}={bound}  tool {g.tool}  by {g.by}"
-              f"  until {_iso(g.expires)}", file=out)
+        exact = "  (one exact call)" if g.call else ""
+        print(f"{g.id}  {g.status.value:<7}  {g.scope.value}={bound}  tool {g.tool}{exact}"
+              f"  by {g.by}  until {_iso(g.expires)}", file=out)
     return EXIT_OK
 
 
