@@ -129,6 +129,8 @@ class Guard:
         """
         if self._approvals is None:
             from callwarden.approvals import Approvals, ApprovalSettings
+            from callwarden.approvals._policy import reminder_options
+            from callwarden.engine.user import load_object
             from callwarden.state import MemoryStore
 
             store: Any = self._approvals_store or self._engine.store
@@ -138,7 +140,8 @@ class Guard:
             self._approvals = Approvals(store, ttl=settings.ttl, approvers=settings.approvers,
                                         on_expiry=settings.on_expiry, clock=self._engine.clock,
                                         key=settings.key_file, required=settings.required,
-                                        veto=settings.veto, max_open=settings.max_open)
+                                        veto=settings.veto, max_open=settings.max_open,
+                                        **reminder_options(settings, load_object))
             self._approvals.auditor = self._auditor
         return self._approvals
 

@@ -298,3 +298,67 @@ def asked_in(guard: Guard, approvals: Approvals, **call: str) -> str:
     with pytest.raises(ApprovalPending) as raised:
         resolve_ask(guard, decision, approvals=approvals)
     return raised.value.request_id
+
+
+# -- reminders for requests left waiting --------------------------------------------------------
+
+
+def test_requests_left_waiting_are_reminded_once_or_every_so_often(guard, store, clock) -> None:
+    seen: list[str] = []
+    approvals = Approvals(store, ttl=3600, clock=clock, reminder=lambda r: seen.append(r.id),
+                          remind_after=600, remind_every=1800)
+    request_id = asked(guard, approvals)
+    assert approvals.remind() == [] and seen == []  # not waiting ten minutes yet
+    clock.advance(601)
+    assert [r.id for r in approvals.remind()] == [request_id] and seen == [request_id]
+    assert approvals.remind() == []  # reminded: not again before every
+    clock.advance(1800)
+    assert [r.id for r in approvals.remind()] == [request_id]
+    approvals.approve(request_id, by="alice")
+    clock.advance(1800)
+    assert approvals.remind() == [] and seen == [request_id] * 2  # answered: no more
+
+
+def test_a_failing_reminder_never_decides_anything(guard, store, clock) -> None:
+    def down(request: object) -> None:
+        raise RuntimeError("the chat service is down")
+
+    approvals = Approvals(store, ttl=3600, clock=clock, reminder=down, remind_after=0)
+    request_id = asked(guard, approvals)
+    assert approvals.remind() == []
+    assert approvals.get(request_id).status is Status.PENDING
+    assert approvals.get(request_id).reminded_at is None  # tried again next time
+
+
+def test_the_cli_reminds_from_the_policys_remind_section(tmp_path, guard, capsys,
+                                                         monkeypatch) -> None:
+    from _reminders import SEEN
+
+    from callwarden.cli import main
+    from callwarden.state import open_store
+
+    (tmp_path / "policy.yaml").write_text(
+        "version: 1\nstate: sqlite:///state.db\n"
+        "approvals: {remind: {after: 1ms, call: '_reminders:remember_request'}}\n")
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    with open_store(url) as store:
+        request_id = Approvals(store).request(guard.check("deploy", STAGING, agent="bot")).id
+    monkeypatch.chdir(tmp_path)
+    assert main(["approvals", "remind", "--policy", "policy.yaml"]) == 0
+    assert f"reminded {request_id}  deploy" in capsys.readouterr().out
+    assert request_id in SEEN
+    assert main(["approvals", "remind", "--policy", "policy.yaml"]) == 0
+    assert "nothing to remind" in capsys.readouterr().out
+    (tmp_path / "bare.yaml").write_text("version: 1\nstate: sqlite:///state.db\n")
+    assert main(["approvals", "remind", "--policy", "bare.yaml"]) == 2
+    assert "no approvals: {remind: ...} section" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"remind": {"after": "10m"}}, "module:function"),
+    ({"remind": {"call": "x:y", "soon": 1}}, "unknown key 'soon'"),
+    ({"remind": {"call": "x:y", "after": "later"}}, "remind"),
+])
+def test_a_reminder_that_cannot_work_is_a_policy_error(section: dict, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        Guard.from_dict({**POLICY, "approvals": section})

@@ -65,7 +65,8 @@ admin    ops    admin-token-0123456789
 class Service(ListeningProcess):
     """``callwarden serve`` on a free loopback port."""
 
-    def __init__(self, root: Path, *extra: str, policy: str = POLICY) -> None:
+    def __init__(self, root: Path, *extra: str, policy: str = POLICY,
+                 env: dict[str, str] | None = None) -> None:
         self.root = root
         self.policy = root / "policy.yaml"
         self.audit = root / "audit.jsonl"
@@ -74,7 +75,8 @@ class Service(ListeningProcess):
         tokens = root / "tokens"
         tokens.write_text(TOKEN_FILE)
         super().__init__(["serve", "--policy", str(self.policy), "--listen", "127.0.0.1:0",
-                          "--tokens", str(tokens), *extra])
+                          "--tokens", str(tokens), *extra],
+                         env=None if env is None else {**os.environ, **env})
 
     def request(self, method: str, path: str, body: Any = None, *, token: str | None = "agent",
                 raw: bytes | None = None, headers: dict[str, str] | None = None
@@ -623,5 +625,30 @@ def test_a_quorum_of_approvers_through_the_service(tmp_path: Path) -> None:
                                      token="alice")
         assert (done["status"], done["approved_by"]) == ("approved", ["carol", "alice"])
         assert service.request("POST", "/v1/decide", call)[1]["effect"] == "allow"
+    finally:
+        assert service.stop() == 0
+
+
+def test_the_service_reminds_approvers_of_requests_left_waiting(tmp_path: Path) -> None:
+    """approvals: {remind: ...}: the running service calls the reminder for a request left
+    waiting (every CALLWARDEN_REMIND_EVERY seconds; a minute by default), once."""
+    reminders = tmp_path / "reminded.txt"
+    policy = POLICY.replace(
+        "rules:", "approvals: {{remind: {{after: 1ms, call: '_reminders:remember_request'}}}}"
+        "\nrules:", 1)
+    support = Path(__file__).parents[1] / "approvals"
+    service = Service(tmp_path, policy=policy, env={
+        "CALLWARDEN_REMIND_EVERY": "0.2", "CALLWARDEN_TEST_REMINDERS": str(reminders),
+        "PYTHONPATH": os.pathsep.join([str(support), os.environ.get("PYTHONPATH", "")])})
+    try:
+        _, asked, _ = service.request("POST", "/v1/decide", {"tool": "deploy",
+                                                             "args": {"env": "prod"}})
+        request_id = asked["approval_request"]
+        deadline = time.monotonic() + 30
+        while not (reminders.exists() and reminders.read_text().strip()):
+            assert time.monotonic() < deadline, "no reminder within 30 s"
+            time.sleep(0.1)
+        time.sleep(0.6)  # three more rounds: it is reminded once (no every:)
+        assert reminders.read_text().split() == [request_id]
     finally:
         assert service.stop() == 0

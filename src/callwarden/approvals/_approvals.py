@@ -9,6 +9,7 @@ so of two people resolving the same request at once, exactly one wins.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ from callwarden._flow import Flow, Step, adrive, drive, sleep
 from callwarden.analysis.globs import check_glob
 from callwarden.approvals._integrity import Seal, identity, load_key, process_key
 from callwarden.approvals._pins import ToolPins
+from callwarden.approvals._policy import quorum_text, reachable
 from callwarden.approvals._records import (
     ApprovalRequest,
     Grant,
@@ -96,6 +98,9 @@ class Approvals:
         required: int = 1,
         veto: bool = True,
         max_open: Sequence[tuple[str, int]] = (),
+        reminder: Callable[[ApprovalRequest], Any] | None = None,
+        remind_after: float = 600.0,
+        remind_every: float | None = None,
     ) -> None:
         if not isinstance(ttl, int | float) or isinstance(ttl, bool) or not ttl > 0:
             raise ValueError(f"ttl must be a number of seconds > 0, got {ttl!r}")
@@ -107,6 +112,10 @@ class Approvals:
         self.required, self.veto = required, veto
         #: (session | agent, N): at most N requests waiting at once per session / agent.
         self.max_open = tuple(max_open)
+        #: Called for a request left waiting ``remind_after`` seconds (again every
+        #: ``remind_every``, if given) by :meth:`remind`.
+        self.reminder, self.remind_after, self.remind_every = (
+            reminder, remind_after, remind_every)
         self.store = store
         self.ttl = float(ttl)
         self.approvers = allowlist(approvers)
@@ -121,7 +130,8 @@ class Approvals:
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None, store: RecordStore, *,
                     clock: Callable[[], float] = time.time) -> Approvals:
-        """Builds it from a policy file's ``approvals:`` section.
+        """Builds it from a policy file's ``approvals:`` section (its ``remind:`` function is
+        imported by the caller that may run user code: ``Guard``, the CLI).
 
         Raises:
             ConfigError: naming the key at fault and how to fix it.
@@ -290,6 +300,18 @@ class Approvals:
         """Async twin of :meth:`revoke`."""
         return await adrive(self._revoke(grant_id))
 
+    def remind(self) -> builtins.list[ApprovalRequest]:
+        """Calls the reminder for each request waiting longer than ``remind_after`` (and not
+        reminded in the last ``remind_every`` seconds, or ever when that is None); returns
+        them. A reminder that raises is skipped (the next run tries again): telling people
+        never decides a call. Run it from cron (``callwarden approvals remind``);
+        ``callwarden serve`` runs it every minute."""
+        return drive(self._remind())
+
+    async def aremind(self) -> builtins.list[ApprovalRequest]:
+        """Async twin of :meth:`remind` (the reminder itself is called as it is)."""
+        return await adrive(self._remind())
+
     def grants(self, *, include_inactive: bool = False) -> builtins.list[Grant]:
         """Returns the grants, oldest first (active ones only unless ``include_inactive``)."""
         return drive(self._grants(include_inactive))
@@ -393,6 +415,32 @@ class Approvals:
                 yield from self._index_digest(request)
                 return request
 
+    def _remind(self) -> Flow[builtins.list[ApprovalRequest]]:
+        if self.reminder is None:
+            return []
+        now = self.clock()
+        due = [r for r in (yield from self._list(Status.PENDING.value))
+               if now - r.created >= self.remind_after and (
+                   r.reminded_at is None if self.remind_every is None
+                   else r.reminded_at is None or now - r.reminded_at >= self.remind_every)]
+        reminded = []
+        for request in due:
+            with contextlib.suppress(Exception):
+                self.reminder(request)
+                marked = yield from self._mark_reminded(request.id, now)
+                if marked is not None:
+                    reminded.append(marked)
+        return reminded
+
+    def _mark_reminded(self, request_id: str, now: float) -> Flow[ApprovalRequest | None]:
+        while True:
+            request, found = yield from self._load(request_id)
+            if request.status is not Status.PENDING:
+                return None
+            updated = replace(request, reminded_at=now)
+            if (yield self._cas(found.key, found.version, updated.to_dict(), request.expires)):
+                return updated
+
     def _check_open(self, decision: Decision) -> Flow[None]:
         """Refuses a new request past a ``max_open`` cap: a person asked about more calls than
         they can weigh approves without reading (approval fatigue)."""
@@ -480,7 +528,7 @@ class Approvals:
                 raise _not_pending(request)
             updated = self._answered(request, status, by, comment, edited)
             if (yield self._cas(found.key, found.version, updated.to_dict(), request.expires)):
-                self._emit(status.value, updated, detail=_quorum_text(updated))
+                self._emit(status.value, updated, detail=quorum_text(updated))
                 return updated
 
     def _answered(self, request: ApprovalRequest, status: Status, by: str,
@@ -496,7 +544,7 @@ class Approvals:
         if identity(by) in answered:
             raise ApprovalRefused("already_answered",
                                   f"{by!r} already approved or denied request {request.id}; "
-                                  f"{_quorum_text(request)}")
+                                  f"{quorum_text(request)}")
         if status is Status.APPROVED:
             if edited is not None:
                 raise ApprovalRefused(
@@ -510,7 +558,7 @@ class Approvals:
                            resolved_at=now if done else None,
                            comment=comment if done else request.comment)
         denied = [*(request.denied_by or ()), by]
-        if request.veto or not _reachable(request, denied):
+        if request.veto or not reachable(request, denied):
             return replace(request, denied_by=denied, status=status, resolved_by=by,
                            resolved_at=now, comment=comment)
         return replace(request, denied_by=denied)
@@ -676,24 +724,6 @@ def _edited_args(edit: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(json_safe(edit)))  # type: ignore[no-any-return]
 
 
-def _quorum_text(request: ApprovalRequest) -> str | None:
-    """``1 of the 2 approvals it needs`` for a request under a quorum; None otherwise."""
-    if request.required <= 1:
-        return None
-    return (f"it has {len(request.approved_by or ())} of the {request.required} approvals it "
-            "needs")
-
-
-def _reachable(request: ApprovalRequest, denied: Sequence[str]) -> bool:
-    """Whether the quorum can still be reached: always, unless an approver allowlist leaves
-    too few people who have neither denied nor made the call."""
-    if request.approvers is None:
-        return True
-    gone = {identity(n) for n in (*denied, *(request.approved_by or ()))} | request.callers
-    left = {identity(n) for n in request.approvers} - gone
-    return len(request.approved_by or ()) + len(left) >= request.required
-
-
 def _not_pending(request: ApprovalRequest) -> ApprovalInvalid:
     if request.status is Status.EXPIRED:
         return ApprovalInvalid("approval_expired", _expired_text(request))
@@ -729,7 +759,7 @@ def _check_usable(request: ApprovalRequest) -> None:
         raise ApprovalInvalid("approval_not_approved", f"request {request.id} was cancelled")
     if request.approved_by:
         raise ApprovalInvalid("approval_not_approved",
-                              f"request {request.id} is still pending: {_quorum_text(request)}")
+                              f"request {request.id} is still pending: {quorum_text(request)}")
     raise ApprovalInvalid("approval_not_approved",
                           f"request {request.id} is still pending; nobody has approved it yet")
 

@@ -13,8 +13,8 @@ from callwarden.exceptions import ConfigError
 from callwarden.state._sqlite import state_home
 
 __all__ = ["ApprovalSettings", "default_state_url", "parse_config", "state_url_from_policy"]
-_KEYS = ("approvers", "key_file", "max_open", "on_expiry", "required", "state", "ttl",
-         "veto")
+_KEYS = ("approvers", "key_file", "max_open", "on_expiry", "remind", "required", "state",
+         "ttl", "veto")
 _EXAMPLE = ("e.g. approvals: {ttl: 30m, approvers: [alice, bob, carol], required: 2, "
             "on_expiry: deny}")
 
@@ -31,6 +31,8 @@ class ApprovalSettings:
     required: int = 1
     veto: bool = True
     max_open: tuple[tuple[str, int], ...] = ()
+    #: ``remind: {after, every, call}``: (seconds, seconds or None, "module:function")
+    remind: tuple[float, float | None, str] | None = None
 
 
 def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
@@ -93,7 +95,31 @@ def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
                           hint="true (default): one deny denies the request; false: a deny "
                                "counts against the quorum")
     return ApprovalSettings(ttl, approvers, on_expiry, state, key_file, required, veto,
-                            _max_open(config.get("max_open")))
+                            _max_open(config.get("max_open")), _remind(config.get("remind")))
+
+
+def _remind(raw: Any) -> tuple[float, float | None, str] | None:
+    """``remind: {after: 10m, every: 30m, call: team.notify:approver_reminder}``: who is told
+    about requests left waiting (``callwarden approvals remind``, or ``callwarden serve``
+    every minute)."""
+    if raw is None:
+        return None
+    hint = "e.g. remind: {after: 10m, every: 30m, call: team.notify:approver_reminder}"
+    if not isinstance(raw, Mapping):
+        raise ConfigError("must be a mapping", key="remind", hint=hint)
+    for key in raw:
+        if key not in ("after", "every", "call"):
+            raise ConfigError(f"unknown key {key!r}", key=f"remind.{key}", hint=hint)
+    call = raw.get("call")
+    if not isinstance(call, str) or ":" not in call:
+        raise ConfigError("must name a function as module:function", key="remind.call",
+                          hint=hint)
+    try:
+        after = parse_duration(raw.get("after", "10m"))
+        every = None if raw.get("every") is None else parse_duration(raw["every"])
+    except ValueError as e:
+        raise ConfigError(str(e), key="remind", hint=hint) from e
+    return after, every, call
 
 
 _CAP_FIELDS = ("session", "agent")

@@ -109,6 +109,7 @@ class ApprovalRequest(_Record):
         veto: Whether one deny denies it (else a deny counts against the quorum).
         approved_by, denied_by: Who approved and who denied it so far (with a quorum the
             request stays pending until ``required`` people approved).
+        reminded_at: When approvers were last reminded of it (``remind:``).
     """
 
     id: str
@@ -137,6 +138,7 @@ class ApprovalRequest(_Record):
     veto: bool = True
     approved_by: list[str] | None = None
     denied_by: list[str] | None = None
+    reminded_at: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))

@@ -1,4 +1,4 @@
-"""``callwarden approvals list | show | approve | deny | cancel | grants | revoke``.
+"""``callwarden approvals list | show | approve | deny | cancel | grants | revoke | remind``.
 
 Works against the store the guard uses, named by ``--state URL`` or read from ``--policy FILE``
 (``approvals.state``, else ``state``; default: the per-user
@@ -64,6 +64,9 @@ def add_approvals_parser(sub: Any) -> None:
     grants.add_argument("--json", action="store_true")
     revoke = actions.add_parser("revoke", parents=[where], help="revoke a remembered approval")
     revoke.add_argument("id")
+    actions.add_parser("remind", parents=[where],
+                       help="call the policy's remind: function for requests left waiting "
+                            "(run it from cron; callwarden serve does every minute)")
 
 
 def run_approvals(args: argparse.Namespace, out: TextIO) -> int:
@@ -113,6 +116,17 @@ def _open(args: argparse.Namespace) -> Any:
         what = "is not a file" if path.exists() else "does not exist"
         raise ConfigError(f"no approvals store at {path}: it {what}", hint=hint)
     approvals = Approvals.from_config(section, open_store(url))
+    if args.action == "remind":
+        from callwarden.approvals._config import parse_config
+        from callwarden.approvals._policy import reminder_options
+        from callwarden.engine.user import load_object
+
+        options = reminder_options(parse_config(section), load_object)
+        if not options:
+            raise ConfigError("the policy has no approvals: {remind: ...} section",
+                              hint="e.g. remind: {after: 10m, every: 30m, call: team:notify}")
+        for name, value in options.items():
+            setattr(approvals, name, value)
     if args.policy and not args.state and args.action not in _READS:
         approvals.auditor = _policy_auditor(args.policy)
     return approvals
@@ -295,6 +309,16 @@ def _grants(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _remind(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
+    reminded = approvals.remind()
+    for request in reminded:
+        waited = _age(approvals.clock() - request.created)
+        print(f"reminded {request.id}  {request.tool}  waiting {waited}", file=out)
+    if not reminded:
+        print("nothing to remind", file=out)
+    return EXIT_OK
+
+
 def _revoke(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
     grant = approvals.revoke(args.id)
     print(f"revoked {grant.id}", file=out)
@@ -302,7 +326,7 @@ def _revoke(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
 
 
 _ACTIONS = {"list": _list, "show": _show, "approve": _approve, "deny": _deny,
-            "cancel": _cancel, "grants": _grants, "revoke": _revoke}
+            "cancel": _cancel, "grants": _grants, "revoke": _revoke, "remind": _remind}
 
 
 def _age(seconds: float) -> str:

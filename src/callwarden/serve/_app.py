@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 import time
@@ -268,6 +269,21 @@ def _filters(request: Request) -> Filters:
         return Filters(request.query_params)
     except ValueError as e:
         raise _Problem(400, "bad_request", str(e)) from None
+
+
+async def _remind_waiting(service: Service) -> None:
+    """Every minute (``CALLWARDEN_REMIND_EVERY`` seconds), the policy's ``approvals: {remind:
+    ...}`` function for the requests left waiting; a reminder that fails is tried again."""
+    try:
+        every = float(os.environ.get("CALLWARDEN_REMIND_EVERY", "60"))
+    except ValueError:
+        every = 60.0
+    while True:
+        await asyncio.sleep(max(every, 0.05))
+        with contextlib.suppress(Exception):  # reminding never stops the service
+            approvals = service.guard.approvals
+            if approvals.reminder is not None:
+                await approvals.aremind()
 
 
 def _with_request(context: Any, request: Any) -> dict[str, Any] | None:
@@ -570,9 +586,11 @@ def create_app(service: Service) -> Any:
             loop.add_signal_handler(signal.SIGHUP, _reload_on_signal, s)
         if hangup_pending():  # one came while this worker was starting: the file changed
             _reload_on_signal(s)
+        reminding = asyncio.create_task(_remind_waiting(s))
         try:
             yield
         finally:
+            reminding.cancel()
             s.guard.close()
 
     return _Decide(s, Starlette(routes=routes, lifespan=lifespan,
