@@ -15,7 +15,9 @@ from callwarden.exceptions import RunHalted, ToolDenied
 
 
 def ask_with_budget(calls: int, **budget: object) -> dict:
-    return {"version": 1, "approvals": {}, "rules": [
+    # A generous deadline: a first decision on a fresh Redis Cluster client can outlast the
+    # default second on a busy machine (a store timeout is a deny, read here as a miscount).
+    return {"version": 1, "timeout": "60s", "approvals": {}, "rules": [
         {"id": "pay-ask", "match": {"tool": "pay"}, "effect": "ask"},
         {"id": "budget", "match": {"tool": "pay"},
          "limit": {"calls": calls, "per": "session"}, **budget}]}
@@ -122,7 +124,7 @@ def test_an_edited_call_that_is_asked_again_uses_the_budget(store) -> None:
 
 
 def test_an_approved_ask_limit_counts_the_call_it_let_over(store) -> None:
-    policy = {"version": 1, "approvals": {}, "rules": [
+    policy = {"version": 1, "timeout": "60s", "approvals": {}, "rules": [
         {"id": "spend", "match": {"tool": "pay"}, "effect": "ask",
          "limit": {"sum": "args.amount", "max": 100, "per": "session"}},
         {"id": "hard-cap", "match": {"tool": "pay"},

@@ -23,7 +23,9 @@ class Clock:
 
 
 def limited(*rules: dict, **settings: object) -> dict:
-    return {"version": 1, "rules": list(rules), **settings}
+    # A generous deadline unless a test sets one: a first decision on a fresh Redis Cluster
+    # client can outlast the default second on a busy machine (a deny that reads as a miscount).
+    return {"version": 1, "rules": list(rules), "timeout": "60s", **settings}
 
 
 SPEND = limited({"id": "spend", "match": {"tool": "pay"},
