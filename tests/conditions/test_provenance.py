@@ -265,3 +265,51 @@ async def test_arun_remembers_an_output_without_blocking_the_loop() -> None:
     assert shown == PAGE
     asked = await g.acheck("web_fetch", {"url": "https://evil.example/payload"}, session="s1")
     assert asked.effect.value == "ask" and asked.rule == "links-from-content"
+
+
+
+def _counting_store(inline: bool) -> Any:
+    """A memory store counting the reads of session facts; ``inline``: its steps are run
+    without a driver (the engine's fast path), else through one (the path of other stores)."""
+    from callwarden.state import MemoryStore
+
+    class Counting(MemoryStore):
+        reads = 0
+
+        def get_changed(self, *args: Any, **kwargs: Any) -> Any:  # aget_changed calls it
+            self.reads += 1
+            return super().get_changed(*args, **kwargs)
+
+    if inline:
+        Counting.never_blocks = True  # type: ignore[attr-defined]
+    return Counting()
+
+
+@pytest.mark.parametrize(("inline", "asynchronous"),
+                         [(True, False), (True, True), (False, False), (False, True)])
+async def test_facts_are_read_only_for_calls_a_rule_about_them_applies_to(
+        inline: bool, asynchronous: bool) -> None:
+    store = _counting_store(inline)
+    g = Guard.from_dict(POLICY, state=store)
+
+    async def decide(tool: str, request: str | None = None, **args: Any) -> str:
+        fields: dict[str, Any] = {"session": "s1"}
+        if request is not None:
+            fields["request"] = request
+        if asynchronous:
+            return (await g.acheck(tool, args, **fields)).effect.value
+        return g.check(tool, args, **fields).effect.value
+
+    read_page(g)
+    store.reads = 0
+    assert await decide("read_inbox", folder="inbox") == "allow"  # no url, no recipient
+    assert await decide("list_events", day="2026-12-03") == "allow"
+    assert store.reads == 0
+    assert await decide("web_fetch", url="https://evil.example/payload") == "ask"
+    assert await decide("send_email", to="boss@evil.example") == "ask"
+    assert store.reads == 2
+    # A party of a call that ran is still remembered: seen from then on.
+    assert await decide("send_email", to="carol@example.org") == "ask"
+    assert await decide("send_email", to="carol@example.org",
+                        request="mail carol@example.org") == "allow"
+    assert await decide("share_file", share_with="Carol@example.org") == "allow"

@@ -49,7 +49,6 @@ _WARM_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
 _perf = time.perf_counter
 _new = tuple.__new__  # NamedTuple's generated __new__ is a Python call; this is not
 
-_NO_LIMIT = 1e300  # the limit of a counter a person approved going over: counted, never hit
 _LAST = 1 << 30  # order of entries that belong to no rule (deadline, state store)
 # Reason codes of verdicts that stand for a failure, not for a rule's opinion.
 _FAILURE_CODES = frozenset({"policy_error", "policy_timeout", "policy_invalid_result",
@@ -141,7 +140,7 @@ class Engine:
         #: Wall clock for windows and history (injectable for tests).
         self.clock = clock or time.time
         self._combiner = combiner or StrictestWins()
-        self._index = RuleIndex(self.rules)
+        self._index = RuleIndex(self.rules, [role for role, _ in self.facts.seen])
         self._plans = self._index._cache  # read directly on the hot path
         profiles = dict(profiles or {})
         self._profiles = {k: v for k, v in profiles.items() if not is_glob(k)}
@@ -270,7 +269,9 @@ class Engine:
             return None
         subject, deadline = Subject(call, profile), started + self.settings.timeout
         entries: list[Entry] = []
-        if (failed := self.facts.load_inline(self.store, subject, deadline)) is not None:
+        args = call.args
+        if self.facts.reads and plan.reads_facts(args) and \
+                (failed := self.facts.load_inline(self.store, subject, deadline)) is not None:
             entries.append(self._store_error(failed))
         self._validate(plan, call, subject, entries, None)
         budgets: tuple[Budget, ...] = ()
@@ -280,7 +281,8 @@ class Engine:
             if step is not None:
                 budgets = self._counted(owners, step, step.run(), now, entries)
         decision = self._decide(call, call, profile, entries, started, decision_id, budgets)
-        if writes := self.facts.after(self, subject, not dry and decision.effect.allows, deadline):
+        if plan.remembers(args) and (writes := self.facts.after(
+                self, subject, not dry and decision.effect.allows, deadline)):
             drive(writes)
         return decision
 
@@ -312,7 +314,9 @@ class Engine:
                 entries.append(self._store_error(history))
             else:
                 subject.memo["history"] = history.to_cel()
-        if (failed := (yield from self.facts.load(store, subject, deadline))) is not None:
+        # Without rewrites, the call's own arguments say whether a rule reads the facts.
+        if (plan.mutators or plan.reads_facts(call.args)) and \
+                (failed := (yield from self.facts.load(store, subject, deadline))) is not None:
             entries.append(self._store_error(failed))
 
         for rule in plan.mutators:
@@ -353,7 +357,9 @@ class Engine:
                 recorded = step.kwargs["record"] is not None
                 budgets = self._counted(owners, step, (yield step), now, entries)
         decision = self._decide(call, current, profile, entries, started, decision_id, budgets)
-        yield from self.facts.after(self, subject, not dry and decision.effect.allows, deadline)
+        if plan.mutators or plan.remembers(current.args):
+            yield from self.facts.after(self, subject, not dry and decision.effect.allows,
+                                        deadline)
         if history_session is not None and not recorded:
             assert store is not None
             # A failed write only loses history; the next read of it fails closed.
@@ -473,87 +479,11 @@ class Engine:
         return Effect.MODIFY if effect is Effect.ALLOW and modified else effect
 
     def count_approved(self, decision: Decision) -> Flow[Decision]:
-        """Counts a call a person approved (or a remembered grant allowed) against its limits.
+        """Counts a call a person approved (or a remembered grant allowed) against its limits
+        (see :func:`~.approved.count_approved`)."""
+        from callwarden.engine.approved import count_approved
 
-        At ``ask`` time limits are only checked (an exceeded one is stricter than the ask and
-        wins, so nobody is asked about a call that could not run anyway). The call counts
-        when the approval is used: this flow checks and counts its budgets and rates
-        atomically, as a call allowed outright would, and records it as ``approved`` in the
-        session history. Attempt caps counted the attempt already; a limit whose ``ask`` the
-        person approved counts without stopping it.
-
-        Returns the decision unchanged, or a deny (halt for a halting limit) when a budget ran
-        out meanwhile or the store failed (``on_error``).
-        """
-        started = _perf()
-        deadline = started + self.settings.timeout
-        call = decision.call
-        current = call if decision.args is call.args else call.replace_args(decision.args)
-        profile, plan = self._plan(call.tool)
-        store = self.store
-        session = call.session if self._records_history else None
-        if (not plan.limits and session is None) or store is None:
-            return decision
-        subject = Subject(current, profile)
-        if plan.history and call.session is not None and any(
-                r.needs_history for r in plan.limits):
-            history = yield StoreStep(store.history, store.ahistory, (call.session,),
-                                      self._history_options(plan, deadline), deadline)
-            if isinstance(history, StoreFailure):
-                return self._refuse_approved(decision, self._store_error(history))
-            subject.memo["history"] = history.to_cel()
-        approved_over = {m.rule for m in decision.matched
-                         if m.code == "limit.exceeded" and m.effect is Effect.ASK}
-        counters: list[Counter] = []
-        owners: list[Rule] = []
-        for rule, counter in self._limit_counters(plan, call, subject, current):
-            if isinstance(counter, Entry):
-                return self._refuse_approved(decision, counter)
-            if counter.always:
-                continue  # attempt caps counted this call when it was asked
-            if rule.id in approved_over:
-                # The person approved going over this limit: count it, never stop on it.
-                counter = Counter(counter.key, _NO_LIMIT, counter.window, counter.weight,
-                                  shard=counter.shard)
-            counters.append(counter)
-            owners.append(rule)
-        if not counters and session is None:
-            return decision
-        record = None
-        if session is not None:
-            if_exceeded = tuple((float(_refusal(r).strictness), _refusal(r).value)
-                                for r in owners)
-            record = HistoryEntry(session, call.tool, "approved", if_exceeded)
-        now = self.clock()
-        states = yield StoreStep(store.consume, store.aconsume, (counters,),
-                                 {"now": now, "commit": True, "deadline": deadline,
-                                  "record": record}, deadline)
-        if isinstance(states, StoreFailure):
-            return self._refuse_approved(decision, self._store_error(states))
-        for rule, state in zip(owners, states, strict=True):
-            if state.exceeded and (rule.mode or self.settings.mode) is Mode.ENFORCE:
-                entry = limit_entry(rule, state, now, self.settings.mode)
-                refusal = entry.verdict._replace(effect=_refusal(rule))
-                return self._refuse_approved(decision, entry._replace(verdict=refusal))
-        return decision._replace(budgets=budgets_of([r.id for r in owners], counters, states,
-                                                    True))
-
-    def _refuse_approved(self, decision: Decision, entry: Entry) -> Decision:
-        verdict = entry.verdict
-        effect = verdict.effect
-        if effect is Effect.ALLOW:  # on_error: allow ignores the failure
-            return decision
-        if effect is Effect.ASK or effect is Effect.MODIFY:
-            effect = Effect.DENY  # asking again after an approval would loop
-        text = verdict.detail or verdict.message or entry.rule
-        reason = Reason(verdict.code or "limit.exceeded", text, entry.rule)
-        match = RuleMatch(entry.rule, entry.source, effect, entry.mode, reason.code, text)
-        message = decision_message(effect, decision.call.tool, entry.rule,
-                                   entry.verdict.message, (reason,))
-        return decision._replace(effect=effect, args=decision.call.args,
-                                 reasons=(reason, *decision.reasons), rule=entry.rule,
-                                 source=entry.source, matched=(*decision.matched, match),
-                                 message=message)
+        return count_approved(self, decision)
 
     def _frozen_rewrite(self, rule: Rule, verdict: Verdict) -> Verdict:
         """The modify verdict with its arguments frozen, or the rule's ``on_error`` verdict
@@ -768,11 +698,6 @@ class Engine:
 
 _REFUSALS = frozenset({Effect.DENY, Effect.ASK, Effect.HALT})
 _REFUSAL_CACHE = 4096
-
-
-def _refusal(rule: Rule) -> Effect:
-    """What an approved call that went over this limit gets: halt for a halting limit."""
-    return Effect.HALT if rule.effect is Effect.HALT else Effect.DENY
 
 
 def _by_order(entry: Entry) -> int:

@@ -43,6 +43,22 @@ class Plan:
     needs: tuple[frozenset[str] | None, ...] = ()
     #: The validate rules per set of argument names a call has (kept: calls repeat theirs).
     applicable: dict[frozenset[str], tuple[Rule, ...]] = field(default_factory=dict)
+    #: A rule that applies to every call of the tool reads the session's facts.
+    facts_always: bool = False
+    #: The arguments one of which a call needs for a validate rule reading the facts to apply,
+    #: and those holding a value the session remembers once the call runs (``in: seen``).
+    facts_args: frozenset[str] = frozenset()
+    seen_args: frozenset[str] = frozenset()
+
+    def reads_facts(self, args: Mapping[str, Any]) -> bool:
+        """Whether deciding a call with these arguments needs the session's facts: a rule that
+        applies reads them, or the call holds a value they remember once it runs."""
+        return self.facts_always or not (self.facts_args.isdisjoint(args)
+                                         and self.seen_args.isdisjoint(args))
+
+    def remembers(self, args: Mapping[str, Any]) -> bool:
+        """Whether a call with these arguments holds a value the session remembers as seen."""
+        return not self.seen_args.isdisjoint(args)
 
     @property
     def narrowed(self) -> bool:
@@ -111,7 +127,9 @@ class RuleIndex:
 
     _MAX_CACHE = 4096
 
-    def __init__(self, rules: Sequence[Rule]) -> None:
+    def __init__(self, rules: Sequence[Rule],
+                 seen_roles: Sequence[str] = ()) -> None:
+        self._seen_roles = tuple(seen_roles)
         self._by_name: dict[str, list[Rule]] = {}
         self._by_kind: dict[str, list[Rule]] = {}
         self._globbed: list[Rule] = []
@@ -177,6 +195,13 @@ class RuleIndex:
                 by_value.append((name, {v: tuple(rs) for v, rs in table.items()}))
         scanned.sort(key=lambda r: r.order)
         needs = tuple(_needs(rule, profile) for rule in scanned)
+        # Rules that read the session's facts, and when (see Plan.reads_facts).
+        facts_always = any(r.needs_facts for r in ordered if r.phase is not Phase.VALIDATE) \
+            or any(r.needs_facts and need is None for r, need in zip(scanned, needs, strict=True))
+        facts_args = frozenset(name for r, need in zip(scanned, needs, strict=True)
+                               if r.needs_facts and need is not None for name in need)
+        seen_args = frozenset(name.split(".", 1)[0] for role in self._seen_roles
+                              for name in profile.arg_names(role))
         return Plan(
             tuple(r for r in ordered if r.phase is Phase.MUTATE),
             tuple(scanned),
@@ -191,6 +216,9 @@ class RuleIndex:
             union_of_tools(r.history_tools for r in ordered if r.needs_history),
             not any(r.phase is Phase.MUTATE or r.external or r.needs_history for r in ordered),
             needs if any(need is not None for need in needs) else (),
+            facts_always=facts_always,
+            facts_args=facts_args,
+            seen_args=seen_args,
         )
 
 
