@@ -193,6 +193,12 @@ class Decision(NamedTuple):
         """The first reason's code, or None."""
         return self.reasons[0].code if self.reasons else None
 
+    @property
+    def in_doubt(self) -> bool:
+        """True when an earlier attempt of this very call started and recorded no outcome:
+        it may already have run (the execution journal; ``on_in_doubt`` decided)."""
+        return any(r.code == "in_doubt" for r in self.reasons)
+
     @classmethod
     def from_dict(cls, data: Any) -> Decision:
         """The decision a :meth:`to_dict` (``callwarden serve``'s answer) describes: effect,

@@ -352,6 +352,8 @@ class Enforcer:
         if auditor is not None:
             await auditor.aoutcome(decision, status, _perf() - started, None,
                                    output_rule=rule, output_source=source)
+        if (closing := self._closing(decision, status)) is not None:
+            await _aquietly(closing)
         return shown, halt
 
     def finish(self, decision: Decision, result: Any, started: float, *,
@@ -371,6 +373,8 @@ class Enforcer:
         if auditor is not None:
             auditor.outcome(decision, status, _perf() - started, None,
                             output_rule=screened.rule, output_source=screened.source)
+        if (closing := self._closing(decision, status)) is not None:
+            _quietly(closing)
         return screened
 
     # -- the output and the record -----------------------------------------------------------
@@ -458,6 +462,8 @@ class Enforcer:
             auditor.outcome(decision, status, _perf() - started, _error_text(error),
                             output_rule=None if by is None else by.rule,
                             output_source=None if by is None else by.source)
+        if (closing := self._closing(decision, status)) is not None:
+            _quietly(closing)
 
     async def arecord_outcome(self, decision: Decision, status: str, started: float,
                               error: BaseException | None = None, *,
@@ -468,6 +474,18 @@ class Enforcer:
             await auditor.aoutcome(decision, status, _perf() - started, _error_text(error),
                                    output_rule=None if by is None else by.rule,
                                    output_source=None if by is None else by.source)
+        if (closing := self._closing(decision, status)) is not None:
+            await _aquietly(closing)
+
+    def _closing(self, decision: Decision, status: str) -> Flow[bool] | None:
+        """The journal write that closes a call's entry once its outcome is recorded (a call
+        with side effects its caller named: engine/journal.py), or None."""
+        engine = self.guard.engine
+        journal = engine.journal
+        if not decision.effect.allows or decision.call.call_id == decision.decision_id or \
+                not journal.covers_decision(decision, engine.profile(decision.call.tool)):
+            return None
+        return journal.close(decision, str(status), _perf() + engine.settings.timeout)
 
 
 def raise_unless_allowed(decision: Decision) -> None:
@@ -507,6 +525,23 @@ def _remember_output(engine: Any, call: Any, output: Any) -> Flow[bool]:
         return True
     return (yield from remember(engine.store, engine.clock, call.session, "untrusted", values,
                                 _perf() + engine.settings.timeout))
+
+
+def _quietly(flow: Flow[Any]) -> None:
+    """Closes a journal entry; a store that fails leaves the call in doubt, which is safe, and
+    must not fail the tool's result."""
+    try:
+        drive(flow)
+    except Exception:  # the entry stays "executing": a resume asks before running it again
+        return
+
+
+async def _aquietly(flow: Flow[Any]) -> None:
+    """Async twin of :func:`_quietly`."""
+    try:
+        await adrive(flow)
+    except Exception:  # as _quietly
+        return
 
 
 def _error_text(error: BaseException | None) -> str | None:

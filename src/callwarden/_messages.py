@@ -23,6 +23,7 @@ __all__ = [
     "decision_message",
     "describe_refusal",
     "halted",
+    "in_doubt_message",
     "invalid_call",
     "needs_approval",
     "not_approved",
@@ -152,3 +153,16 @@ def tool_changed(server: str, tool: str) -> str:
             "seen (its description or input schema changed), so calls to it are refused "
             f"until someone reviews it and runs `callwarden mcp accept {server} {tool}`. Do "
             "not retry it; tell the user.")
+
+
+def in_doubt_message(tool: str, effect: Effect, why: str, original: str | None) -> str:
+    """The message of a call in doubt (started before, no outcome recorded): what a person
+    approving it, or the model refused it, reads."""
+    if effect is Effect.ASK:
+        text = (f"The call to '{tool}' needs human approval before it runs again: {why}. "
+                "Approve it only if it did not happen.")
+        return f"{text} {original}" if original else text
+    if effect is Effect.HALT:
+        return f"The run was halted: the call to '{tool}' is in doubt ({why})."
+    return (f"The call to '{tool}' was not run again: {why}. Check whether it happened "
+            "before doing anything else, or tell the user.")

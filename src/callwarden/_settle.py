@@ -22,6 +22,7 @@ the approval is used (``Engine.count_approved``), and is denied if a budget ran 
 
 from __future__ import annotations
 
+from time import perf_counter as _perf
 from typing import TYPE_CHECKING, Any
 
 from callwarden._decision import Decision, Effect, Reason
@@ -37,6 +38,7 @@ from callwarden.approvals._approvers import (
     ask_approver,
 )
 from callwarden.approvals._records import ApprovalRequest, Grant, Status, decision_digest
+from callwarden.engine.journal import APPROVAL_CODES
 from callwarden.exceptions import (
     ApprovalError,
     ApprovalInvalid,
@@ -93,7 +95,8 @@ def _resolve(guard: Guard, approvals: Approvals, decision: Decision, approver: A
     if decision.effect is not Effect.ASK:
         return decision
     try:
-        return (yield from _decide(guard, approvals, decision, approver, wait, approval_id))
+        settled = yield from _decide(guard, approvals, decision, approver, wait, approval_id)
+        return (yield from _journaled(guard, settled))
     except StoreUnavailable as e:
         return _denied(decision, "approval_store_unavailable",
                        f"the approvals store is unavailable ({e}); failing closed")
@@ -105,14 +108,42 @@ def _resolve(guard: Guard, approvals: Approvals, decision: Decision, approver: A
         return _denied(decision, e.code, e.message)  # past a max_open cap: not asked
 
 
+def _journaled(guard: Guard, decision: Decision) -> Flow[Decision]:
+    """An approved call is journaled before it runs, with the approval it used (exactly once:
+    engine/journal.py); one whose entry cannot be written does not run."""
+    engine: Any = getattr(guard, "engine", None)
+    journal = getattr(engine, "journal", None)
+    if journal is None or not decision.effect.allows or \
+            not journal.covers_decision(decision, engine.profile(decision.call.tool)):
+        return decision
+    approval = next((r.message for r in decision.reasons if r.code in APPROVAL_CODES), None)
+    if (yield from journal.begin(decision, _perf() + engine.settings.timeout,
+                                 approval=approval)):
+        return decision
+    unjournaled: Decision = engine.unjournaled(decision)
+    return unjournaled
+
+
 def _decide(guard: Guard, approvals: Approvals, decision: Decision, approver: Approver | None,
             wait: float | None, approval_id: str | None) -> Flow[Decision]:
-    grant = yield from approvals._granted(decision)
+    # A call in doubt (it may have run already) is put to a person: neither a standing grant
+    # nor an approval given before anyone knew that covers it, only a request raised in doubt.
+    in_doubt = decision.in_doubt
+    grant = None if in_doubt else (yield from approvals._granted(decision))
     if grant is not None:
         return (yield from _counted(guard, _by_grant(decision, grant)))
+    if approval_id is not None and in_doubt:
+        try:
+            named = yield from approvals._get(approval_id)
+        except ApprovalInvalid:
+            named = None
+        if named is not None and not named.in_doubt:
+            approval_id = None
     if approval_id is not None:
         return (yield from _resume(guard, approvals, decision, approver, wait, approval_id))
     earlier = yield from approvals._latest(decision)
+    if earlier is not None and in_doubt and not earlier.in_doubt:
+        earlier = None
     if earlier is not None:
         if earlier.status is Status.PENDING:
             return (yield from _ask(guard, approvals, decision, earlier, approver, wait))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _approval_support import POLICY
 from _approval_worker import CALL, consume_racing, resolve_racing
-from _state_support import RedisServer, unique_prefix
+from _state_support import shared_store_url
 
 from callwarden import Guard, aresolve_ask, resolve_ask
 from callwarden.approvals import ApprovalError, Approvals, Status
@@ -79,10 +79,7 @@ async def test_approval_consumed_by_racing_tasks_runs_exactly_once(guard, approv
 
 @pytest.fixture(params=["sqlite", "redis"])
 def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'state.db'}"
-    server: RedisServer = request.getfixturevalue("redis_server")
-    return f"{server.url}?prefix={unique_prefix()}"
+    return shared_store_url(request.param, request, tmp_path)
 
 
 def _race(target, argv_for, n: int) -> list:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _state_support import RedisServer, unique_prefix
+from _state_support import shared_store_url
 
 WORKER = Path(__file__).parent / "_approval_worker.py"
 SRC = Path(__file__).parents[2] / "src"
@@ -23,10 +23,7 @@ def run(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(params=["sqlite", "redis"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'state.db'}"
-    server: RedisServer = request.getfixturevalue("redis_server")
-    return f"{server.url}?prefix={unique_prefix()}"
+    return shared_store_url(request.param, request, tmp_path)
 
 
 def make_request(url: str, cwd: Path) -> str:

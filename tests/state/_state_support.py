@@ -116,6 +116,16 @@ def unique_prefix() -> str:
     return f"test-{uuid.uuid4().hex[:12]}:"
 
 
+def shared_store_url(kind: str, request: pytest.FixtureRequest, tmp_path: Path,
+                     query: str = "") -> str:
+    """The URL of a store several processes share: a SQLite file of the test's, or the
+    session's redis-server under a prefix of the test's own (``query``: more options)."""
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    server: RedisServer = request.getfixturevalue("redis_server")
+    return f"{server.url}?prefix={unique_prefix()}{query}"
+
+
 class Api:
     """Calls a store through its sync or its async methods, so each test covers both."""
 

@@ -251,22 +251,33 @@ def _middleware(guard: Any, options: Mapping[str, Any]) -> CallwardenMiddleware:
 
 
 def _ask(request_id: str, decision: Decision) -> Any:
-    """Pauses the run for a human (returns their answer once the run is resumed)."""
+    """Pauses the run for a human (returns their answer once the run is resumed).
+
+    A call in doubt (it may have run before a crash: ``in_doubt`` in the interrupt) takes only
+    an answer that names its request: LangGraph replays the resume values a task was given
+    before the crash, and the answer that let the first attempt run must not let it run again.
+    """
     call = decision.call
-    answer = interrupt({
+    in_doubt = decision.in_doubt
+    payload = {
         "request_id": request_id,
         "call_id": call.call_id,
         "tool": call.tool,
         "args": thaw(decision.args),
         "rule": decision.rule,
         "message": decision.message or f"The call to '{call.tool}' needs approval.",
-    })
-    named = answer.get("request_id") if isinstance(answer, Mapping) else None
-    if named is not None and named != request_id:
-        # Several asks inside one ToolNode task are matched to resume values by order only.
-        raise ApprovalInvalid("approval_mismatch",
-                              f"the answer is for request {named}, not {request_id}")
-    return answer
+        "in_doubt": in_doubt,
+    }
+    while True:  # ends: each turn takes the next resume value, or pauses the run
+        answer = interrupt(payload)
+        named = answer.get("request_id") if isinstance(answer, Mapping) else None
+        if in_doubt and named != request_id:
+            continue  # an answer given before the crash, to another request: ask again
+        if named is not None and named != request_id:
+            # Several asks inside one ToolNode task are matched to resume values by order only.
+            raise ApprovalInvalid("approval_mismatch",
+                                  f"the answer is for request {named}, not {request_id}")
+        return answer
 
 
 def _effective(decision: Decision, request: ToolCallRequest) -> ToolCallRequest:

@@ -53,7 +53,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 from callwarden._call import json_safe, thaw
 from callwarden._decision import Decision, Effect
 from callwarden._enforce import Enforcer
-from callwarden._messages import describe_refusal
+from callwarden._messages import approval_pending, describe_refusal
 from callwarden.adapters._core import enforcer as enforcement_path
 from callwarden.adapters._core import latest_user_text
 from callwarden.exceptions import ApprovalPending
@@ -354,6 +354,13 @@ class _Bound:
             return None
         if approved is not True:
             return decision  # refused below as an unsettled ask
+        if decision.in_doubt:
+            # It may have run before a crash: the SDK's approval in the resumed state is the
+            # one that let it run then. Only an answer to callwarden's new request counts.
+            try:
+                return await enforcer.asettle(decision, approver=None, wait=None)
+            except ApprovalPending as pending:
+                return decision._replace(message=approval_pending(decision, pending.request_id))
         # The SDK's approval is the human's answer: record it on callwarden's request for this
         # exact call (same call id and arguments -> the same request), then use it once. A
         # grant, or an answer a person gave meanwhile (a deny included), settles it first.

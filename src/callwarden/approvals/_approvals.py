@@ -366,7 +366,9 @@ class Approvals:
                 known = yield from self._get(pointer.get("id", ""))
             except ApprovalInvalid:
                 known = None
-            if known is not None and known.status is Status.PENDING:
+            # A call now in doubt needs a request that says so (engine/journal.py).
+            if known is not None and known.status is Status.PENDING and \
+                    (known.in_doubt or not decision.in_doubt):
                 return known
         request = yield from self._new_request(decision)
         yield self._cas(index, None if found is None else found.version, {"id": request.id},
@@ -407,6 +409,8 @@ class Approvals:
                 created=now, expires=now + self.ttl, policy=decision.policy,
                 approvers=self.approvers, decision_id=decision.decision_id,
                 required=self.required, veto=self.veto,
+                in_doubt=next((r.message for r in decision.reasons if r.code == "in_doubt"),
+                              None),
             )
             created = yield self._cas(self._key(_REQUESTS, request.id), None,
                                       request.to_dict(), request.expires)

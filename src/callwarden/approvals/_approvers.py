@@ -167,6 +167,8 @@ def describe(request: ApprovalRequest) -> str:
         f"  expires: in {int(left // 60)} min {int(left % 60)} s",
         "",
     ]
+    if request.in_doubt:
+        lines.insert(2, f"  IN DOUBT: {request.in_doubt}; approve only if it did not happen")
     return "\n".join(lines)
 
 

@@ -110,6 +110,8 @@ class ApprovalRequest(_Record):
         approved_by, denied_by: Who approved and who denied it so far (with a quorum the
             request stays pending until ``required`` people approved).
         reminded_at: When approvers were last reminded of it (``remind:``).
+        in_doubt: Set when the call may already have run: an earlier attempt of it started
+            and recorded no outcome (what the execution journal knows of it).
     """
 
     id: str
@@ -139,6 +141,7 @@ class ApprovalRequest(_Record):
     approved_by: list[str] | None = None
     denied_by: list[str] | None = None
     reminded_at: float | None = None
+    in_doubt: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))

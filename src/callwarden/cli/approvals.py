@@ -205,7 +205,8 @@ def _list(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
         if len(args_text) > 60:
             args_text = args_text[:57] + "..."
         print(f"{r.id}  {r.status.value:<9}  {r.tool}  {args_text}  by {r.requested_by or '-'}"
-              f"  rule {r.rule or '-'}  {_age(now - r.created)} ago", file=out)
+              f"  rule {r.rule or '-'}  {_age(now - r.created)} ago"
+              + ("  IN DOUBT (may already have run)" if r.in_doubt else ""), file=out)
     return EXIT_OK
 
 

@@ -25,6 +25,7 @@ from callwarden.conditions.base import Subject
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
 from callwarden.engine.facts import FactsUse
 from callwarden.engine.index import Plan, RuleIndex, refuses_every_call
+from callwarden.engine.journal import Journal, JournalSettings, in_doubt
 from callwarden.engine.limits import budgets_of, limit_entry
 from callwarden.engine.output import OutputCheck, check_output
 from callwarden.engine.rules import NameSet, Rule
@@ -93,6 +94,7 @@ class Engine:
         "_default_would",
         "_history_by_tool",
         "_index",
+        "_inline_journal",
         "_inline_store",
         "_plans",
         "_profile_cache",
@@ -103,6 +105,7 @@ class Engine:
         "_sealed",
         "clock",
         "facts",
+        "journal",
         "rules",
         "settings",
         "store",
@@ -117,6 +120,7 @@ class Engine:
         combiner: Combiner | None = None,
         store: LimitStore | None = None,
         clock: Any = None,
+        journal: JournalSettings | None = None,
     ) -> None:
         self.rules = tuple(rules)
         self.settings = settings
@@ -139,6 +143,9 @@ class Engine:
         self._inline_store = store is not None and never_blocks(store)
         #: Wall clock for windows and history (injectable for tests).
         self.clock = clock or time.time
+        #: Where calls with side effects are written before they run (exactly once).
+        self.journal = Journal(journal or JournalSettings(), store, self.clock)
+        self._inline_journal = never_blocks(self.journal.store)
         self._combiner = combiner or StrictestWins()
         self._index = RuleIndex(self.rules, [role for role, _ in self.facts.seen])
         self._plans = self._index._cache  # read directly on the hot path
@@ -267,6 +274,9 @@ class Engine:
         if self._records_history or not (plan.fast or (plan.counted and self._inline_store)) \
                 or (self.facts.reads and not self._inline_store):
             return None
+        named = call.call_id != decision_id  # a caller's id: a call the journal may hold
+        if named and self.journal.settings.enabled and not self._inline_journal:
+            return None
         subject, deadline = Subject(call, profile), started + self.settings.timeout
         entries: list[Entry] = []
         args = call.args
@@ -284,6 +294,9 @@ class Engine:
         if plan.remembers(args) and (writes := self.facts.after(
                 self, subject, not dry and decision.effect.allows, deadline)):
             drive(writes)
+        if named and self.journal.covers(call, profile, decision_id,
+                                         approved=decision.effect is Effect.ASK):
+            decision = drive(self._journaled(decision, dry, deadline))
         return decision
 
     def flow(self, call: ToolCall, started: float, decision_id: str, *,
@@ -360,6 +373,9 @@ class Engine:
         if plan.mutators or plan.remembers(current.args):
             yield from self.facts.after(self, subject, not dry and decision.effect.allows,
                                         deadline)
+        if self.journal.covers(call, profile, decision_id,
+                               approved=decision.effect is Effect.ASK):
+            decision = yield from self._journaled(decision, dry, deadline)
         if history_session is not None and not recorded:
             assert store is not None
             # A failed write only loses history; the next read of it fails closed.
@@ -367,6 +383,38 @@ class Engine:
                             (history_session, call.tool, decision.effect.value),
                             {"now": self.clock(), "deadline": deadline}, deadline)
         return decision
+
+    def _journaled(self, decision: Decision, dry: bool, deadline: float) -> Flow[Decision]:
+        """The decision of a call the journal may hold (a caller's call id; side effects, or
+        an ask a person may approve): made no looser when an earlier attempt is in doubt, and
+        written as ``executing`` when it lets the call run (not for a dry decision; an
+        approved call is written when its approval is used). A call whose entry cannot be
+        read or written is refused (``on_error``)."""
+        journal = self.journal
+        found = yield from journal.read(decision.call, deadline)
+        if isinstance(found, StoreFailure):
+            return self.unjournaled(decision)
+        if found is not None:
+            decision = in_doubt(decision, found, journal.settings.on_in_doubt)
+        if dry or not decision.effect.allows:
+            return decision
+        if (yield from journal.begin(decision, deadline)):
+            return decision
+        return self.unjournaled(decision)
+
+    def unjournaled(self, decision: Decision) -> Decision:
+        """A call that may not run because its journal entry could not be written (the
+        policy's ``on_error``; ``allow`` lets it run unjournaled)."""
+        effect = self.settings.on_error
+        if effect.allows:
+            return decision
+        reason = Reason("state_unavailable", "the state store could not read or record "
+                        "that the call is starting (the journal of calls with side effects); "
+                        "failing closed", "journal")
+        return decision._replace(
+            effect=effect, args=decision.call.args, reasons=(reason, *decision.reasons),
+            rule="journal", source=None,
+            message=decision_message(effect, decision.call.tool, "journal", None, (reason,)))
 
     def _count(self, plan: Plan, call: ToolCall, current: ToolCall, subject: Subject,
                entries: list[Entry], dry: bool, history_session: str | None,

@@ -16,7 +16,8 @@ Path_ = tuple[str | int, ...]
 
 TOP_KEYS = ("version", "name", "description", "default", "mode", "on_error", "timeout",
              "combine", "tools", "rules", "allow", "deny", "ask", "max_arg_depth", "lists", "state",
-             "extends", "workspace", "audit", "approvals", "mcp", "conditions")
+             "extends", "workspace", "audit", "approvals", "mcp", "conditions", "journal",
+             "on_in_doubt")
 
 
 class Checker:

@@ -58,6 +58,7 @@ from callwarden.policyfile.settings import (
     LoadedPolicy,
     parse_approvals,
     parse_audit,
+    parse_journal,
     parse_mcp,
     parse_settings,
     parse_state,
@@ -147,6 +148,8 @@ def compile_policy(
     bases = load_bases(data.get("extends"), ("extends",), check, folder, ()) if "extends" in data \
         else []
     roots = [folder, *(base.folder for base in bases)]
+    # Before the bases' rules: those merge the bases' problems into this policy's.
+    journal = parse_journal([(data, check), *((b.data, b.check) for b in bases)])
     named_lists: dict[str, Any] = {}
     profiles: dict[str, ToolProfile] = {}
     for base in bases:
@@ -199,6 +202,7 @@ def compile_policy(
         digest=digest, source=lines.file, lines=lines, notes=tuple(notes),
         files=tuple(os.path.abspath(f) for f in policy_files(sources)),
         mcp=mcp,
+        journal=journal,
     )
     if check.problems:
         if check_examples and examples:

@@ -20,14 +20,15 @@ from callwarden.approvals import ApprovalSettings, parse_config
 from callwarden.approvals._config import resolve_state_url
 from callwarden.audit import AuditSettings, parse_audit_config
 from callwarden.engine import Engine, Rule, Settings
+from callwarden.engine.journal import JournalSettings
 from callwarden.exceptions import ConfigError, PolicyError, Problem
 from callwarden.policyfile.check import Checker, Path_
 from callwarden.policyfile.providers import PROVIDERS_ENV, ProviderAllowlist, ProviderMode
 from callwarden.policyfile.yamlsrc import Lines
 from callwarden.state import check_store_url
 
-__all__ = ["MCP_KEYS", "LoadedPolicy", "parse_approvals", "parse_audit", "parse_mcp",
-           "parse_settings", "parse_state", "parse_workspace"]
+__all__ = ["MCP_KEYS", "LoadedPolicy", "parse_approvals", "parse_audit", "parse_journal",
+           "parse_mcp", "parse_settings", "parse_state", "parse_workspace"]
 
 # ``mcp:``: the gateway's policy settings (``callwarden mcp``), each on by default.
 MCP_KEYS = ("hide_refused", "pin_tools")
@@ -56,6 +57,8 @@ class LoadedPolicy:
             of the policies it extends merged in; a key not given is on.
         files: the files it was read from: the policy file, those it extends (bundled ones
             included) and their list files.
+        journal: the ``journal:`` and ``on_in_doubt:`` settings (exactly once across crashes),
+            inherited through ``extends:`` where this policy does not set them.
     """
 
     rules: tuple[Rule, ...]
@@ -71,6 +74,7 @@ class LoadedPolicy:
     notes: tuple[Problem, ...] = ()
     files: tuple[str, ...] = ()
     mcp: Mapping[str, bool] = field(default_factory=dict)
+    journal: JournalSettings = field(default_factory=JournalSettings)
     _warmed: bool = field(default=False, init=False, repr=False, compare=False)
 
     def engine(self, *, store: Any = None, clock: Any = None) -> Engine:
@@ -78,7 +82,7 @@ class LoadedPolicy:
         The first one is warmed (:meth:`Engine.warm`): that is part of loading the policy,
         outside any decision's deadline."""
         engine = Engine(self.rules, settings=self.settings, profiles=self.profiles,
-                        store=store, clock=clock)
+                        store=store, clock=clock, journal=self.journal)
         if not self._warmed:
             object.__setattr__(self, "_warmed", True)
             engine.warm()
@@ -122,6 +126,43 @@ def parse_settings(data: Mapping[str, Any], check: Checker, lines: Lines, digest
         timeout=timeout,
         name=label,
     )
+
+
+def parse_journal(sources: list[tuple[Mapping[str, Any], Checker]]) -> JournalSettings:
+    """``journal: true | false | {ttl: 7d, keep: 1h}`` and ``on_in_doubt: ask | deny |
+    allow``, from the policy and the ones it extends (``sources``: the policy first); a key
+    the policy sets wins over a base's."""
+    defaults = JournalSettings()
+    enabled, ttl, keep, on_in_doubt = True, defaults.ttl, defaults.keep, "ask"
+    for data, check in reversed(sources):
+        if "on_in_doubt" in data:
+            on_in_doubt = check.choice(data["on_in_doubt"], ("on_in_doubt",),
+                                       ("ask", "deny", "allow")) or on_in_doubt
+        if "journal" not in data:
+            continue
+        raw = data["journal"]
+        if isinstance(raw, bool):
+            enabled = raw
+            continue
+        if not isinstance(raw, Mapping):
+            check.error(("journal",), "must be true, false or a mapping",
+                        "e.g. journal: {ttl: 7d, keep: 1h}; journal: false turns it off")
+            continue
+        check.keys(raw, ("journal",), ("ttl", "keep"), "journal")
+        enabled = True
+        for key in ("ttl", "keep"):
+            if key in raw:
+                try:
+                    seconds = parse_duration(raw[key])
+                except ValueError as e:
+                    check.error(("journal", key), str(e))
+                    continue
+                if seconds <= 0:
+                    check.error(("journal", key), "must be longer than zero",
+                                "journal: false turns the journal off")
+                    continue
+                ttl, keep = (seconds, keep) if key == "ttl" else (ttl, seconds)
+    return JournalSettings(enabled, Effect(on_in_doubt), ttl, keep)
 
 
 def parse_workspace(raw: Any, check: Checker, folder: Path) -> dict[str, Any]:
