@@ -35,3 +35,12 @@ REQUEST_POLICY: dict[str, Any] = {
                "message": REQUEST_MESSAGE}]}
 """Recipients of send_email must be named in the user's request (``context.request``): what
 each adapter's request test runs under."""
+
+
+def crash_after_running(guard: Any) -> None:
+    """What a process killed between a tool's run and its recorded outcome leaves behind: the
+    journal entries of the calls that ran are open again (``executing``), so the same calls,
+    sent again by a resumed run, are in doubt."""
+    store = guard.engine.journal.store
+    for record in store.scan("journal:"):
+        store.put(record.key, {**record.value, "state": "executing"}, ttl=3600)

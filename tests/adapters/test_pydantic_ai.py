@@ -17,7 +17,7 @@ from _pydantic_ai_support import (
     guarded,
 )
 from _readme import ReadmeSection
-from _scenario import DENY_MESSAGE, POLICY, REQUEST_POLICY, SECRET
+from _scenario import DENY_MESSAGE, POLICY, REQUEST_POLICY, SECRET, crash_after_running
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
 from pydantic_ai.exceptions import AgentRunError, ModelRetry
@@ -223,6 +223,23 @@ async def test_approving_the_deferred_call_runs_it_exactly_once() -> None:
     record = capability.enforcer.guard.approvals.get(request_id)
     assert (record.status, record.resolved_by) == (Status.CONSUMED, "pydantic-ai-reviewer")
     assert capability.pending == []
+
+
+async def test_a_run_resumed_after_a_crash_does_not_run_the_approved_call_again() -> None:
+    tools, capability = Tools(), guarded()
+    result, script = await deferred(tools, capability)
+    answers = result.output.build_results(approvals={"c4": True})
+    history = result.all_messages()
+    await run(tools, capability, script, None, message_history=history,
+              deferred_tool_results=answers)
+    crash_after_running(capability.enforcer.guard)
+    # The app resumes from what it saved before the crash, with the same approval.
+    again = await run(tools, capability, Script(ONE_TURN, "All done."), None,
+                      message_history=history, deferred_tool_results=answers)
+    assert tools.ran.count(("deploy", {"env": "qa"})) == 1
+    assert isinstance(again.output, DeferredToolRequests)  # deferred to a person again
+    request = capability.enforcer.guard.approvals.get(again.output.metadata["c4"]["request_id"])
+    assert request.in_doubt and request.status is Status.PENDING
 
 
 async def test_rejecting_the_deferred_call_gives_the_model_the_reason_and_records_it() -> None:

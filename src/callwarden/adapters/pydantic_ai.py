@@ -301,6 +301,11 @@ class CallwardenCapability(AbstractCapability[AgentDepsT]):
         decision = await enforcer.acheck(tool, args, **fields)
         if decision.effect is not Effect.ASK:
             return decision
+        if decision.in_doubt:
+            # It may have run before a crash, and a resumed run carries the approval that let
+            # it run then: only an answer to callwarden's request in doubt counts (deferred
+            # again until a person gives one).
+            return await enforcer.asettle(decision, approver=None, wait=None)
         asked = enforcer.pending_call(call.tool_call_id)
         if asked is not None and thaw(asked[0].call.args) != thaw(decision.call.args):
             # ToolApproved(override_args=...): the reviewer edited the call they were shown.
