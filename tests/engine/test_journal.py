@@ -115,8 +115,10 @@ def test_a_standing_grant_does_not_cover_a_call_in_doubt() -> None:
         guard.run("deploy", {"env": "prod"}, lambda env: "again", call_id="d-2", session="s1")
 
 
-def test_an_approved_call_is_journaled_with_the_approval_it_used() -> None:
-    guard, _ = make()
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_an_approved_call_is_journaled_with_the_approval_it_used(store: str,
+                                                                 tmp_path: Path) -> None:
+    guard, _ = make(tmp_path if store == "sqlite" else None)
     with pytest.raises(ApprovalPending) as pending:
         guard.run("deploy", {"env": "prod"}, lambda env: "ok", call_id="d-1", session="s1")
     guard.approvals.approve(pending.value.request_id, by="alice")

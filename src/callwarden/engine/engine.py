@@ -275,8 +275,10 @@ class Engine:
                 or (self.facts.reads and not self._inline_store):
             return None
         named = call.call_id != decision_id  # a caller's id: a call the journal may hold
-        if named and self.journal.settings.enabled and not self._inline_journal:
-            return None
+        if named and not self._inline_journal and self.journal.settings.enabled and (
+                plan.may_ask or self.settings.on_error is Effect.ASK
+                or self.journal.covers(call, profile, decision_id)):
+            return None  # its journal entry is read (and written) through the driver
         subject, deadline = Subject(call, profile), started + self.settings.timeout
         entries: list[Entry] = []
         args = call.args

@@ -49,6 +49,9 @@ class Plan:
     #: and those holding a value the session remembers once the call runs (``in: seen``).
     facts_args: frozenset[str] = frozenset()
     seen_args: frozenset[str] = frozenset()
+    #: A rule of the plan may ask a person (its effect, or its on_error), or the tool's
+    #: profile always asks: a call may end up approved, and so journaled.
+    may_ask: bool = False
 
     def reads_facts(self, args: Mapping[str, Any]) -> bool:
         """Whether deciding a call with these arguments needs the session's facts: a rule that
@@ -219,6 +222,8 @@ class RuleIndex:
             facts_always=facts_always,
             facts_args=facts_args,
             seen_args=seen_args,
+            may_ask=bool(profile.requires_approval) or any(
+                Effect.ASK in (r.effect, r.on_error) for r in ordered),
         )
 
 
