@@ -117,8 +117,10 @@ def _journaled(guard: Guard, decision: Decision) -> Flow[Decision]:
             not journal.covers_decision(decision, engine.profile(decision.call.tool)):
         return decision
     approval = next((r.message for r in decision.reasons if r.code in APPROVAL_CODES), None)
-    if (yield from journal.begin(decision, _perf() + engine.settings.timeout,
-                                 approval=approval)):
+    # A person decided with the in-doubt state before them (or it was not in doubt): it runs.
+    claimed = yield from journal.claim(decision, _perf() + engine.settings.timeout,
+                                       approval=approval, force=True)
+    if claimed is None:
         return decision
     unjournaled: Decision = engine.unjournaled(decision)
     return unjournaled

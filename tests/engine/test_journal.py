@@ -147,20 +147,15 @@ def test_on_in_doubt_says_what_a_call_in_doubt_gets(on_in_doubt: str, effect: st
     assert len(ran) == runs
 
 
-def test_a_call_in_doubt_is_never_decided_looser_than_the_policy_decides_it() -> None:
-    guard, _ = make(rules=[{"id": "no-big", "match": {"tool": "pay"}, "if": "args.amount > 10",
-                            "effect": "deny"}], on_in_doubt="allow")
-    guard.engine.journal.store.put(journal_key("s1", "call-1"), {
-        "state": "executing", "digest": _digest(*PAY), "decision_id": "x", "started_at": 0},
-        ttl=60)
-    decision = guard.check(*PAY, call_id="call-1", session="s1")
+def test_a_call_in_doubt_is_never_decided_looser_than_the_policy_decides_it(
+        tmp_path: Path) -> None:
+    before, _ = make(tmp_path)
+    crash(before)
+    # Resumed under a policy that now refuses the call, and lets calls in doubt run again.
+    after, _ = make(tmp_path, on_in_doubt="allow", rules=[
+        {"id": "no-big", "match": {"tool": "pay"}, "if": "args.amount > 10", "effect": "deny"}])
+    decision = after.check(*PAY, call_id="call-1", session="s1")
     assert (decision.effect.value, decision.rule) == ("deny", "no-big") and decision.in_doubt
-
-
-def _digest(tool: str, args: dict[str, Any]) -> str:
-    from callwarden.approvals._records import call_digest
-
-    return call_digest(tool, args, None, "s1", None)
 
 
 def test_another_call_under_the_same_id_is_not_in_doubt() -> None:
@@ -194,14 +189,15 @@ def test_a_what_if_query_reports_a_call_in_doubt_and_writes_nothing() -> None:
 
 
 class _FailingStore(MemoryStore):
-    """A store whose writes of records fail (a full disk, a lost connection)."""
+    """A store whose writes of journal entries fail (a full disk, a lost connection)."""
 
-    def put(self, key: str, value: Any, *, ttl: float | None) -> int:
+    def compare_and_set(self, key: str, expected_version: int | None, value: Any, *,
+                        ttl: float | None) -> bool:
         if key.startswith("journal:"):
             from callwarden.exceptions import StoreUnavailable
 
             raise StoreUnavailable("disk full")
-        return super().put(key, value, ttl=ttl)
+        return super().compare_and_set(key, expected_version, value, ttl=ttl)
 
 
 def test_a_call_whose_entry_cannot_be_written_does_not_run() -> None:

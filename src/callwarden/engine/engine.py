@@ -393,16 +393,20 @@ class Engine:
         approved call is written when its approval is used). A call whose entry cannot be
         read or written is refused (``on_error``)."""
         journal = self.journal
-        found = yield from journal.read(decision.call, deadline)
+        if dry or not decision.effect.allows:
+            found = yield from journal.read(decision.call, deadline)
+        else:
+            found = yield from journal.claim(decision, deadline)
         if isinstance(found, StoreFailure):
             return self.unjournaled(decision)
-        if found is not None:
-            decision = in_doubt(decision, found, journal.settings.on_in_doubt)
+        if found is None:
+            return decision  # not in doubt (and written, when it runs)
+        decision = in_doubt(decision, found, journal.settings.on_in_doubt)
         if dry or not decision.effect.allows:
             return decision
-        if (yield from journal.begin(decision, deadline)):
-            return decision
-        return self.unjournaled(decision)
+        # on_in_doubt: allow — it runs again, journaled as this attempt
+        claimed = yield from journal.claim(decision, deadline, force=True)
+        return decision if claimed is None else self.unjournaled(decision)
 
     def unjournaled(self, decision: Decision) -> Decision:
         """A call that may not run because its journal entry could not be written (the

@@ -17,6 +17,8 @@ already —, ``deny``, or ``allow`` to run it again), never looser than the poli
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,9 +65,17 @@ def journal_key(session: str | None, call_id: str) -> str:
 
 
 def _digest(call: ToolCall) -> str:
-    # Not the policy version: a policy reloaded between the crash and the resume must still
-    # recognize the call.
-    return call_digest(call.tool, call.args, call.principal, call.session, None)
+    """What tells two attempts of one call from two calls under one id: the tool, its
+    arguments, the principal and the session. Not the policy version: a policy reloaded
+    between the crash and the resume must still recognize the call."""
+    try:
+        # JSON keeps the types apart that matter here (1, 1.0, "1", true) and costs a tenth of
+        # the typed encoding approvals use; that one takes what JSON cannot (huge integers).
+        text = json.dumps([call.tool, call.args, call.principal, call.session],
+                          sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return call_digest(call.tool, call.args, call.principal, call.session, None)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Journal:
@@ -78,7 +88,7 @@ class Journal:
         clock: Wall clock for the entries' times.
     """
 
-    __slots__ = ("_store", "clock", "settings")
+    __slots__ = ("_store", "_written", "clock", "settings")
 
     def __init__(self, settings: JournalSettings, store: Any = None,
                  clock: Any = None) -> None:
@@ -86,6 +96,9 @@ class Journal:
         self._store = store if store is not None and hasattr(store, "compare_and_set") \
             else None
         self.clock = clock or time.time
+        # decision id -> the version of the entry this process wrote for it (closed with one
+        # round trip)
+        self._written: dict[str, tuple[int, dict[str, Any]]] = {}
 
     @property
     def store(self) -> Any:
@@ -109,6 +122,9 @@ class Journal:
             r.code in APPROVAL_CODES for r in decision.reasons))
 
     # -- the flows (run by the engine's or the enforcement path's driver) -------------------
+    #
+    # A call that runs costs two round trips in the usual case: one that creates its entry
+    # (none is there yet) and one that closes it at the version this process wrote.
 
     def read(self, call: ToolCall, deadline: float) -> Flow[Mapping[str, Any] | StoreFailure | None]:
         """The entry of a call in doubt (started, no outcome, the same call), a store failure,
@@ -118,21 +134,39 @@ class Journal:
                                 {}, deadline)
         if isinstance(found, StoreFailure):
             return found
-        return _in_doubt_entry(found, call)
+        return _in_doubt_entry(found, _digest(call))
 
-    def begin(self, decision: Decision, deadline: float, *,
-              approval: str | None = None) -> Flow[bool]:
-        """Writes ``executing`` for a call about to run; False when the store failed (the call
-        must not run then: nobody could tell later whether it did)."""
+    def claim(self, decision: Decision, deadline: float, *, approval: str | None = None,
+              force: bool = False) -> Flow[Mapping[str, Any] | StoreFailure | None]:
+        """Writes ``executing`` for a call about to run, unless an earlier attempt of it is in
+        doubt: then that attempt's entry is returned and nothing is written (``force``: write
+        it all the same, the call runs again). None once written; a store failure means the
+        call must not run (nobody could tell later whether it did)."""
         call = decision.call
         store = self.store
-        entry = {"state": "executing", "digest": _digest(call), "tool": call.tool,
+        key = journal_key(call.session, call.call_id)
+        digest = _digest(call)
+        entry = {"state": "executing", "digest": digest, "tool": call.tool,
                  "decision_id": decision.decision_id, "approval": approval,
                  "started_at": self.clock()}
-        written = yield StoreStep(store.put, store.aput,
-                                  (journal_key(call.session, call.call_id), entry),
-                                  {"ttl": self.settings.ttl}, deadline)
-        return not isinstance(written, StoreFailure)
+        expected: int | None = None  # the usual case: no entry yet
+        for _ in range(_TRIES):
+            written = yield StoreStep(store.compare_and_set, store.acompare_and_set,
+                                      (key, expected, entry), {"ttl": self.settings.ttl},
+                                      deadline)
+            if isinstance(written, StoreFailure):
+                return written
+            if written is True:
+                self._wrote(decision.decision_id, 1 if expected is None else expected + 1, entry)
+                return None
+            found = yield StoreStep(store.get, store.aget, (key,), {}, deadline)
+            if isinstance(found, StoreFailure):
+                return found
+            doubt = _in_doubt_entry(found, digest)
+            if doubt is not None and not force:
+                return doubt
+            expected = None if found is None else found.version
+        return StoreFailure(RuntimeError("the entry kept changing under other writers"))
 
     def close(self, decision: Decision, outcome: str, deadline: float) -> Flow[bool]:
         """Marks a call's entry ``done`` (``failed`` when the tool raised) once its outcome is
@@ -140,24 +174,42 @@ class Journal:
         call = decision.call
         store = self.store
         key = journal_key(call.session, call.call_id)
+        closing = {"state": "failed" if outcome == "error" else "done", "outcome": outcome,
+                   "ended_at": self.clock()}
+        mine = self._written.pop(decision.decision_id, None)
+        if mine is not None:  # written by this process: closed at that version, or not ours
+            version, entry = mine
+            written = yield StoreStep(store.compare_and_set, store.acompare_and_set,
+                                      (key, version, {**entry, **closing}),
+                                      {"ttl": self.settings.keep}, deadline)
+            if written is True:
+                return True
         found = yield StoreStep(store.get, store.aget, (key,), {}, deadline)
         if isinstance(found, StoreFailure):
             return False
         if found is None or found.value.get("decision_id") != decision.decision_id:
             return True  # not ours (expired, or a later attempt of the same call took it)
-        entry = {**found.value, "state": "failed" if outcome == "error" else "done",
-                 "outcome": outcome, "ended_at": self.clock()}
         written = yield StoreStep(store.compare_and_set, store.acompare_and_set,
-                                  (key, found.version, entry), {"ttl": self.settings.keep},
-                                  deadline)
+                                  (key, found.version, {**found.value, **closing}),
+                                  {"ttl": self.settings.keep}, deadline)
         return written is True
 
+    def _wrote(self, decision_id: str, version: int, entry: dict[str, Any]) -> None:
+        written = self._written
+        if len(written) >= _WRITTEN_KEPT:
+            written.clear()  # a process deciding this many calls closes them the long way
+        written[decision_id] = (version, entry)
 
-def _in_doubt_entry(found: Any, call: ToolCall) -> Mapping[str, Any] | None:
+
+_TRIES = 4
+_WRITTEN_KEPT = 4096
+
+
+def _in_doubt_entry(found: Any, digest: str) -> Mapping[str, Any] | None:
     if found is None:
         return None
     value: Mapping[str, Any] = found.value
-    if value.get("state") != "executing" or value.get("digest") != _digest(call):
+    if value.get("state") != "executing" or value.get("digest") != digest:
         return None
     return value
 
