@@ -7,6 +7,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import yaml
 from _approval_support import POLICY, Clock, Tool, run_guarded
 
 from callwarden import Guard, PolicyError, RunHalted, ToolDenied, resolve_ask
@@ -124,6 +125,27 @@ def test_the_policy_sets_the_quorum() -> None:
     assert guard.approvals.approve(request_id, by="alice").status is Status.PENDING
     with pytest.raises(ValueError, match="required"):
         Approvals(guard.approvals.store, required=0)
+
+
+def test_the_quorum_holds_when_the_approvals_name_their_own_store(tmp_path) -> None:
+    """approvals: {state: ...} beside required / veto / max_open / key_file: each still
+    applies (the store's URL is made absolute, nothing else is dropped)."""
+    key = tmp_path / "approvals.key"
+    key.write_text("ab" * 32)
+    key.chmod(0o600)
+    section = {"state": "sqlite:///approvals.db", "required": 2, "veto": False,
+               "approvers": ["alice", "bob"], "max_open": {"session": 3},
+               "key_file": str(key)}
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({**POLICY, "approvals": section}))
+    guard = Guard.from_file(policy)
+    settings = guard.loaded.approvals
+    assert (settings.required, settings.veto, settings.max_open, settings.key_file) == (
+        2, False, (("session", 3),), str(key))
+    assert settings.state == f"sqlite:///{tmp_path / 'approvals.db'}"
+    request_id = asked(guard, guard.approvals)
+    assert guard.approvals.approve(request_id, by="alice").status is Status.PENDING
+    guard.close()
 
 
 def test_the_cli_says_how_many_approvals_a_request_has(tmp_path, guard, capsys) -> None:

@@ -9,7 +9,7 @@ store from these settings, and builds the engine with them.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -274,5 +274,6 @@ def parse_approvals(raw: Any, check: Checker, base_dir: Path) -> ApprovalSetting
     except ValueError as e:
         check.error(("approvals", "state"), str(e))
         return None
-    return ApprovalSettings(settings.ttl, settings.approvers, settings.on_expiry,
-                            resolve_state_url(settings.state, base_dir))
+    # Every other setting kept as parsed: a quorum, a cap or a reminder holds whichever store
+    # the requests live in.
+    return replace(settings, state=resolve_state_url(settings.state, base_dir))
