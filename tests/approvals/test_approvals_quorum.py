@@ -268,17 +268,33 @@ def test_a_grant_of_one_exact_call_covers_only_that_call(guard, approvals) -> No
     def effect(args: dict, session: str = "s1") -> str:
         decision = guard.check("deploy", args, agent="bot", session=session)
         try:
-            return resolve_ask(guard, decision, approvals=approvals).effect.value
+            resolved = resolve_ask(guard, decision, approvals=approvals)
         except ApprovalPending:
             return "pending"
+        return f"{resolved.effect.value} ({resolved.reasons[0].code})"
 
-    assert effect(STAGING) == "allow"  # the exact call, again and again, for an hour
-    assert effect(STAGING) == "allow"
+    assert effect(STAGING) == "allow (approved)"  # the approval runs its own call, once
+    assert effect(STAGING) == "allow (approval_remembered)"  # the grant: again, for an hour
+    assert effect(STAGING) == "allow (approval_remembered)"
     assert effect({**STAGING, "version": "1.5"}) == "pending"  # other arguments
     assert effect(STAGING, session="s2") == "pending"  # another session
     approvals.revoke(grant.id)
-    assert effect(STAGING) == "allow"  # the approval itself, unused so far: once
-    assert effect(STAGING) == "pending"
+    assert effect(STAGING) == "pending"  # nothing left behind the grant
+
+
+def test_a_grant_revoked_before_its_call_ran_leaves_the_approval_standing(guard,
+                                                                          approvals) -> None:
+    """Approved and remembered, the grant revoked before the agent came back: the person's
+    approval of that call still stands (once); the grant covers nothing more."""
+    request_id = asked_in(guard, approvals, session="s1")
+    approvals.approve(request_id, by="alice")
+    grant = approvals.remember(request_id, scope="session", by="alice", exact=True)
+    approvals.revoke(grant.id, by="carol")
+    decision = guard.check("deploy", STAGING, agent="bot", session="s1")
+    assert resolve_ask(guard, decision, approvals=approvals).reasons[0].code == "approved"
+    with pytest.raises(ApprovalPending):
+        resolve_ask(guard, guard.check("deploy", STAGING, agent="bot", session="s1"),
+                    approvals=approvals)
 
 
 def test_an_exact_grant_of_an_edited_approval_covers_the_edit(guard, approvals) -> None:
