@@ -249,6 +249,10 @@ def allowlist(approvers: Sequence[str] | None) -> list[str] | None:
     out = list(approvers)
     if not all(isinstance(a, str) and a for a in out):
         raise ValueError("approvers must be non-empty strings")
+    group = next((a for a in out if a.strip().startswith("group:")), None)
+    if group is not None:  # a name nobody has: nobody could approve, and nobody would know
+        raise ValueError(f"{group!r} names a group: a policy's approvals: {{groups: ...}} "
+                         "expands it; here, name the people")
     return out
 
 

@@ -265,7 +265,9 @@ def parse_approvals(raw: Any, check: Checker, base_dir: Path) -> ApprovalSetting
     try:
         settings = parse_config(raw)
     except ConfigError as e:
-        check.error(("approvals",) if e.key is None else ("approvals", e.key), str(e), e.hint)
+        # groups.payments is the line of that group, not of the section
+        check.error(("approvals",) if e.key is None else ("approvals", *str(e.key).split(".")),
+                    str(e), e.hint)
         return None
     if settings.state is None:
         return settings
