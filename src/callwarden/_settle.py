@@ -2,17 +2,20 @@
 
 ``resolve_ask`` returns a decision the guard then executes or refuses:
 
-1. a remembered grant covers the call → allow;
-2. ``approval_id`` given (resuming after a pause) → use that approval for this exact call, once;
-3. the same call was asked before (same digest: tool, arguments, principal, session, policy;
-   any framework call id) and its request is still valid → a pending one is asked again, an
-   approved one runs the call once, a denied one is a deny with the person's reason: a
-   person's resolution stands, whoever resumes or retries the call;
-4. else a request is made; an approver, if given, answers it: approve → allow; deny → deny
+1. the same call was asked before (same digest: tool, arguments, principal, session, policy;
+   any framework call id), and its request is approved and unused → the call runs once (an
+   approval is used by its own call before any grant remembered from it, so revoking the
+   grant leaves nothing behind);
+2. a remembered grant covers the call → allow;
+3. ``approval_id`` given (resuming after a pause) → use that approval for this exact call, once;
+4. the same call's earlier request is still valid → a pending one is asked again, a denied one
+   is a deny with the person's reason: a person's resolution stands, whoever resumes or
+   retries the call;
+5. else a request is made; an approver, if given, answers it: approve → allow; deny → deny
    with the reviewer's reason; edit → the edited arguments are a new call, and the whole policy
    runs on them again (a deny rule still denies; an ``ask`` is satisfied by the edit);
-5. ``wait`` given → wait that long for someone to resolve it from elsewhere;
-6. otherwise → raise :class:`ApprovalPending` with the request id.
+6. ``wait`` given → wait that long for someone to resolve it from elsewhere;
+7. otherwise → raise :class:`ApprovalPending` with the request id.
 
 Deny and halt rules never get here: the engine's strictest-wins combination has already
 decided those calls before anyone is asked. Limits are only checked at ask time (an exceeded
@@ -131,9 +134,6 @@ def _decide(guard: Guard, approvals: Approvals, decision: Decision, approver: Ap
     # A call in doubt (it may have run already) is put to a person: neither a standing grant
     # nor an approval given before anyone knew that covers it, only a request raised in doubt.
     in_doubt = decision.in_doubt
-    grant = None if in_doubt else (yield from approvals._granted(decision))
-    if grant is not None:
-        return (yield from _counted(guard, _by_grant(decision, grant)))
     if approval_id is not None and in_doubt:
         try:
             named = yield from approvals._get(approval_id)
@@ -141,16 +141,21 @@ def _decide(guard: Guard, approvals: Approvals, decision: Decision, approver: Ap
             named = None
         if named is not None and not named.in_doubt:
             approval_id = None
-    if approval_id is not None:
-        return (yield from _resume(guard, approvals, decision, approver, wait, approval_id))
-    earlier = yield from approvals._latest(decision)
+    earlier = None if approval_id is not None else (yield from approvals._latest(decision))
     if earlier is not None and in_doubt and not earlier.in_doubt:
         earlier = None
+    if earlier is not None and earlier.status is Status.APPROVED:
+        # The approval runs its own call first, and once; a grant remembered from it covers
+        # the calls after. Left unused behind a grant, it would outlive the grant's revocation.
+        return (yield from _resume(guard, approvals, decision, None, None, earlier.id))
+    grant = None if in_doubt else (yield from approvals._granted(decision))
+    if grant is not None:
+        return (yield from _counted(guard, _by_grant(decision, grant)))
+    if approval_id is not None:
+        return (yield from _resume(guard, approvals, decision, approver, wait, approval_id))
     if earlier is not None:
         if earlier.status is Status.PENDING:
             return (yield from _ask(guard, approvals, decision, earlier, approver, wait))
-        if earlier.status is Status.APPROVED:
-            return (yield from _resume(guard, approvals, decision, None, None, earlier.id))
         if earlier.status is Status.DENIED:
             return _denied(decision, "approval_denied", _denial(earlier))
     request = yield from approvals._request(decision)

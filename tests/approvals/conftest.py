@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-# The real redis-server helper lives with the state-store tests.
+# The real redis-server helper lives with the state-store tests, the running service's with
+# the service's (tests through callwarden serve).
 sys.path.insert(0, str(Path(__file__).parent.parent / "state"))
+sys.path.insert(0, str(Path(__file__).parent.parent / "serve"))
 
 from _approval_support import POLICY, Clock
 from _state_support import RedisServer, unique_prefix

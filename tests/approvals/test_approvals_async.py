@@ -112,8 +112,17 @@ async def test_async_grants(guard, approvals) -> None:
     decision = guard.check("deploy", STAGING, agent="bot", session="s1")
     grant = await approvals.aremember(decision, scope="session", by="alice")
     assert (await approvals.agranted(decision)) == grant
-    await approvals.arevoke(grant.id)
+    assert (await approvals.arevoke(grant.id, by="carol")).revoked_by == "carol"
     assert (await approvals.agranted(decision), await approvals.agrants()) == (None, [])
+
+
+async def test_async_approve_and_remember(guard, approvals) -> None:
+    request = await approvals.arequest(guard.check("deploy", STAGING, agent="bot",
+                                                   session="s1"))
+    approved, grant = await approvals.aapprove_and_remember(request.id, scope="session",
+                                                            by="alice", exact=True)
+    assert approved.status is Status.APPROVED and grant is not None
+    assert grant.args == STAGING
 
 
 async def test_async_resume_runs_once(guard, approvals) -> None:

@@ -105,11 +105,12 @@ def test_edited_arguments_are_recorded_redacted(rec) -> None:
 
 def test_grants_created_and_revoked_are_recorded(rec) -> None:
     grant = rec.guard.approvals.remember(ask(rec), scope="session", by="alice", ttl=60)
-    rec.guard.approvals.revoke(grant.id)
+    rec.guard.approvals.revoke(grant.id, by="carol")
     created, revoked = rec.approval_events()
     assert (created["action"], created["grant_id"], created["scope"], created["by"]) == \
         ("grant_created", grant.id, "session", "alice")
-    assert (revoked["action"], revoked["status"]) == ("grant_revoked", "revoked")
+    assert (revoked["action"], revoked["status"], revoked["by"]) == (
+        "grant_revoked", "revoked", "carol")  # who revoked it, not who granted it
 
 
 def test_a_required_audit_that_fails_denies_the_call(clock: Clock) -> None:

@@ -277,10 +277,24 @@ def test_grants_and_revoke(url, guard, capsys) -> None:
                                           scope="session", by="alice")
     main(["approvals", "grants", "--state", url])
     assert grant.id in capsys.readouterr().out
-    assert main(["approvals", "revoke", grant.id, "--state", url]) == 0
-    capsys.readouterr()
+    assert main(["approvals", "revoke", grant.id, "--state", url, "--by", "carol"]) == 0
+    assert f"revoked {grant.id} by carol" in capsys.readouterr().out
     main(["approvals", "grants", "--state", url, "--all", "--json"])
-    assert json.loads(capsys.readouterr().out)[0]["status"] == "revoked"
+    listed = json.loads(capsys.readouterr().out)[0]
+    assert (listed["status"], listed["revoked_by"]) == ("revoked", "carol")
+    main(["approvals", "grants", "--state", url, "--all"])
+    assert "revoked by carol" in capsys.readouterr().out
+    assert main(["approvals", "revoke", grant.id, "--state", url, "--by", "dave"]) == 1
+    err = capsys.readouterr().err
+    assert "already revoked by carol at " in err and "[grant_already_revoked]" in err
+
+
+def test_approve_remember_that_cannot_be_made_approves_nothing(url, guard, capsys) -> None:
+    request_id = make_request(url, guard)  # no session
+    assert main(["approvals", "approve", request_id, "--state", url, "--by", "alice",
+                 "--remember", "session"]) == 2
+    assert "needs a call made in a session; nothing was approved" in capsys.readouterr().err
+    assert status_of(url, request_id) is Status.PENDING
 
 
 def test_unknown_state_url_exits_2(capsys) -> None:

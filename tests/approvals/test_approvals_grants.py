@@ -10,7 +10,9 @@ from callwarden.approvals import (
     ApprovalInvalid,
     ApprovalPending,
     ApprovalRefused,
+    Approvals,
     GrantStatus,
+    Status,
 )
 
 
@@ -116,3 +118,118 @@ def test_session_scope_needs_a_session(guard, approvals) -> None:
 def test_unknown_scope_is_refused(guard, approvals) -> None:
     with pytest.raises(ValueError):
         approvals.remember(ask(guard, agent="bot"), scope="forever", by="alice")
+
+
+# -- who revoked, and what cannot be revoked ----------------------------------------------------
+
+
+def test_a_revoked_grant_says_who_revoked_it(guard, approvals, clock) -> None:
+    grant = approvals.remember(ask(guard, agent="bot", session="s1"), scope="session", by="alice")
+    clock.advance(5)
+    revoked = approvals.revoke(grant.id, by="carol")
+    assert (revoked.status, revoked.revoked_by, revoked.revoked_at) == (
+        GrantStatus.REVOKED, "carol", clock.now)
+    assert revoked.by == "alice"  # who granted it stays on record
+
+
+def test_revoking_a_grant_twice_is_refused_saying_who_revoked_it(guard, approvals) -> None:
+    grant = approvals.remember(ask(guard, agent="bot", session="s1"), scope="session", by="alice")
+    approvals.revoke(grant.id, by="carol")
+    with pytest.raises(ApprovalInvalid, match="already revoked by carol") as raised:
+        approvals.revoke(grant.id, by="dave")
+    assert raised.value.code == "grant_already_revoked"
+    [seen] = approvals.grants(include_inactive=True)
+    assert seen.revoked_by == "carol"  # the first revocation stands
+
+
+def test_revoking_an_expired_grant_is_refused(guard, approvals, clock) -> None:
+    grant = approvals.remember(ask(guard, agent="bot", session="s1"), scope="session",
+                               by="alice", ttl=60)
+    clock.advance(61)
+    with pytest.raises(ApprovalInvalid, match="expired") as raised:
+        approvals.revoke(grant.id, by="carol")
+    assert raised.value.code == "grant_expired"
+    assert [g.status for g in approvals.grants(include_inactive=True)] == [GrantStatus.EXPIRED]
+
+
+@pytest.mark.parametrize("ttl", [0, -1, float("nan"), float("inf"), 367 * 86400, True, "1h",
+                                 10**400])
+def test_a_grant_lasts_more_than_nothing_and_at_most_a_year(guard, approvals, ttl) -> None:
+    with pytest.raises(ValueError, match="at most a year"):
+        approvals.remember(ask(guard, agent="bot", session="s1"), scope="session", by="alice",
+                           ttl=ttl)
+    assert approvals.grants(include_inactive=True) == []
+
+
+def test_an_unknown_scope_says_which_there_are(guard, approvals) -> None:
+    with pytest.raises(ValueError, match="session, agent or tool, not 'forever'"):
+        approvals.remember(ask(guard, agent="bot"), scope="forever", by="alice")
+
+
+# -- what an exact grant shows -----------------------------------------------------------------
+
+
+def test_an_exact_grant_keeps_its_calls_arguments_to_show(guard, approvals) -> None:
+    exact = approvals.remember(ask(guard, args={"env": "qa", "n": 1}, agent="bot",
+                                   session="s1"), scope="session", by="alice", exact=True)
+    wide = approvals.remember(ask(guard, agent="bot", session="s1"), scope="session",
+                              by="alice")
+    assert (exact.args, wide.args) == ({"env": "qa", "n": 1}, None)
+    assert {g.id: g.args for g in approvals.grants()} == {exact.id: {"env": "qa", "n": 1},
+                                                          wide.id: None}  # as stored
+
+
+def test_an_exact_grant_of_an_edit_shows_the_edited_arguments(guard, approvals) -> None:
+    rid = approvals.request(ask(guard, agent="bot", session="s1")).id
+    approvals.approve(rid, by="alice", edit={"env": "staging"})
+    grant = approvals.remember(rid, scope="session", by="alice", exact=True)
+    assert grant.args == {"env": "staging"}
+
+
+def test_arguments_too_long_to_keep_are_left_out_but_still_covered(guard, approvals) -> None:
+    big = {"env": "qa", "blob": "x" * 10_000}
+    grant = approvals.remember(ask(guard, args=big, agent="bot", session="s1"),
+                               scope="session", by="alice", exact=True)
+    assert grant.args is None and grant.call is not None
+    assert approvals.granted(ask(guard, args=big, agent="bot", session="s1")) == grant
+
+
+# -- approve and remember in one step ----------------------------------------------------------
+
+
+def test_approve_and_remember_approves_and_grants(guard, approvals) -> None:
+    rid = approvals.request(ask(guard, agent="bot", session="s1")).id
+    request, grant = approvals.approve_and_remember(rid, scope="session", by="alice", ttl=600,
+                                                    exact=True, comment="ok")
+    assert request.status is Status.APPROVED and request.comment == "ok"
+    assert grant is not None and (grant.request_id, grant.session, grant.by) == (rid, "s1",
+                                                                                 "alice")
+    assert grant.expires - grant.created == 600 and grant.call is not None
+
+
+def test_approve_and_remember_refuses_a_grant_it_cannot_make_before_approving(guard,
+                                                                              approvals) -> None:
+    rid = approvals.request(ask(guard, agent="bot")).id  # no session
+    for bad in ({"scope": "session"}, {"scope": "agent", "ttl": 0}, {"scope": "forever"}):
+        with pytest.raises(ValueError):
+            approvals.approve_and_remember(rid, by="alice", **bad)
+    assert approvals.get(rid).status is Status.PENDING
+    assert approvals.grants(include_inactive=True) == []
+
+
+def test_approve_and_remember_under_a_quorum_grants_once_it_is_approved(guard, store,
+                                                                        clock) -> None:
+    approvals = Approvals(store, ttl=600, clock=clock, required=2)
+    rid = approvals.request(ask(guard, agent="bot", session="s1")).id
+    first, none = approvals.approve_and_remember(rid, scope="session", by="alice")
+    assert (first.status, none) == (Status.PENDING, None)
+    assert approvals.grants() == []
+    done, grant = approvals.approve_and_remember(rid, scope="session", by="bob")
+    assert done.status is Status.APPROVED and grant is not None and grant.by == "bob"
+
+
+def test_approve_and_remember_by_the_caller_is_refused(guard, approvals) -> None:
+    rid = approvals.request(ask(guard, agent="bot", session="s1")).id
+    with pytest.raises(ApprovalRefused, match="made this call"):
+        approvals.approve_and_remember(rid, scope="session", by="BOT")
+    assert approvals.get(rid).status is Status.PENDING

@@ -7,6 +7,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import yaml
 from _approval_support import POLICY, Clock, Tool, run_guarded
 
 from callwarden import Guard, PolicyError, RunHalted, ToolDenied, resolve_ask
@@ -124,6 +125,27 @@ def test_the_policy_sets_the_quorum() -> None:
     assert guard.approvals.approve(request_id, by="alice").status is Status.PENDING
     with pytest.raises(ValueError, match="required"):
         Approvals(guard.approvals.store, required=0)
+
+
+def test_the_quorum_holds_when_the_approvals_name_their_own_store(tmp_path) -> None:
+    """approvals: {state: ...} beside required / veto / max_open / key_file: each still
+    applies (the store's URL is made absolute, nothing else is dropped)."""
+    key = tmp_path / "approvals.key"
+    key.write_text("ab" * 32)
+    key.chmod(0o600)
+    section = {"state": "sqlite:///approvals.db", "required": 2, "veto": False,
+               "approvers": ["alice", "bob"], "max_open": {"session": 3},
+               "key_file": str(key)}
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({**POLICY, "approvals": section}))
+    guard = Guard.from_file(policy)
+    settings = guard.loaded.approvals
+    assert (settings.required, settings.veto, settings.max_open, settings.key_file) == (
+        2, False, (("session", 3),), str(key))
+    assert settings.state == f"sqlite:///{tmp_path / 'approvals.db'}"
+    request_id = asked(guard, guard.approvals)
+    assert guard.approvals.approve(request_id, by="alice").status is Status.PENDING
+    guard.close()
 
 
 def test_the_cli_says_how_many_approvals_a_request_has(tmp_path, guard, capsys) -> None:
@@ -246,17 +268,33 @@ def test_a_grant_of_one_exact_call_covers_only_that_call(guard, approvals) -> No
     def effect(args: dict, session: str = "s1") -> str:
         decision = guard.check("deploy", args, agent="bot", session=session)
         try:
-            return resolve_ask(guard, decision, approvals=approvals).effect.value
+            resolved = resolve_ask(guard, decision, approvals=approvals)
         except ApprovalPending:
             return "pending"
+        return f"{resolved.effect.value} ({resolved.reasons[0].code})"
 
-    assert effect(STAGING) == "allow"  # the exact call, again and again, for an hour
-    assert effect(STAGING) == "allow"
+    assert effect(STAGING) == "allow (approved)"  # the approval runs its own call, once
+    assert effect(STAGING) == "allow (approval_remembered)"  # the grant: again, for an hour
+    assert effect(STAGING) == "allow (approval_remembered)"
     assert effect({**STAGING, "version": "1.5"}) == "pending"  # other arguments
     assert effect(STAGING, session="s2") == "pending"  # another session
     approvals.revoke(grant.id)
-    assert effect(STAGING) == "allow"  # the approval itself, unused so far: once
-    assert effect(STAGING) == "pending"
+    assert effect(STAGING) == "pending"  # nothing left behind the grant
+
+
+def test_a_grant_revoked_before_its_call_ran_leaves_the_approval_standing(guard,
+                                                                          approvals) -> None:
+    """Approved and remembered, the grant revoked before the agent came back: the person's
+    approval of that call still stands (once); the grant covers nothing more."""
+    request_id = asked_in(guard, approvals, session="s1")
+    approvals.approve(request_id, by="alice")
+    grant = approvals.remember(request_id, scope="session", by="alice", exact=True)
+    approvals.revoke(grant.id, by="carol")
+    decision = guard.check("deploy", STAGING, agent="bot", session="s1")
+    assert resolve_ask(guard, decision, approvals=approvals).reasons[0].code == "approved"
+    with pytest.raises(ApprovalPending):
+        resolve_ask(guard, guard.check("deploy", STAGING, agent="bot", session="s1"),
+                    approvals=approvals)
 
 
 def test_an_exact_grant_of_an_edited_approval_covers_the_edit(guard, approvals) -> None:

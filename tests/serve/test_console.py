@@ -1,7 +1,8 @@
 """The console at ``/console``, driven for real in headless Chromium (Debian's ``chromium``,
 by Playwright with ``executable_path``): log in, approve an agent's pending call and see the
-agent's next decide allowed once, deny, edit and approve, the live stream, audit search,
-replay, roles; a screenshot of each page."""
+agent's next decide allowed once, deny, edit and approve, approve and remember (a standing
+grant) and revoke it on the Grants page, the live stream, audit search, replay, roles; a
+screenshot of each page."""
 
 from __future__ import annotations
 
@@ -165,6 +166,123 @@ def test_markup_in_a_call_is_shown_as_text(service: Service, page: Page) -> None
     # (the page fixture asserts no dialog opened and no script error happened)
 
 
+# -- standing grants --------------------------------------------------------------------------
+
+
+def test_approve_and_remember_then_revoke_in_the_console(service: Service, page: Page,
+                                                         tmp_path: Path) -> None:
+    """Approve with "remember for this session, this exact call": the agent's same call runs
+    on the approval, then on the grant, another call is still asked; the Grants page shows
+    the grant (its secret redacted) and revokes it, and the same call is asked again."""
+    call = {"tool": "deploy", "args": {"env": "prod", "token": SECRET}, "session": "gs1"}
+    request_id = service.decide(**call)["approval_request"]
+    log_in(page, service, "approver")
+    page.goto(f"{service.url}/console#/approvals/{request_id}")
+    expect(page.locator("#remember-scope")).to_have_value("session")  # the narrowest
+    expect(page.locator("#remember-exact")).to_be_checked()
+    page.select_option("#remember-ttl", "3600")
+    page.click("#remember-approve")
+    expect(page.locator("#result")).to_contain_text(
+        "approved by carol; remembered for session gs1, this exact call, until ")
+    expect(page.locator("#approve")).to_be_disabled()
+    expect(page.locator("#remember-approve")).to_be_disabled()
+
+    def effect(**changed: object) -> str:
+        body = service.decide(**{**call, **changed})
+        return f"{body['effect']} ({body['reasons'][0]['code']})"
+
+    assert effect() == "allow (approved)"  # the approval runs its own call, once
+    assert effect() == "allow (approval_remembered)"  # then the grant covers it
+    assert effect(args={"env": "staging"}).startswith("ask")  # another call is still asked
+
+    _, listed, _ = service.request("GET", "/v1/grants", token="approver")
+    [grant] = listed["grants"]
+    page.click("#nav a[data-page=grants]")
+    row = page.locator(f"tr.grant[data-id='{grant['id']}']")
+    expect(row.locator(".grant-scope")).to_have_text("session gs1")
+    expect(row.locator(".grant-by")).to_have_text("carol")
+    expect(row.locator(".grant-status")).to_have_text("active")
+    shown = row.locator(".grant-args").inner_text()
+    assert SECRET not in shown and "[REDACTED" in shown and '"env": "prod"' in shown
+    expect(row).to_contain_text("this exact call")
+
+    row.locator("button.revoke").click()  # asks first, in the row
+    row.locator("button.keep").click()
+    expect(row.locator(".grant-status")).to_have_text("active")
+    assert effect() == "allow (approval_remembered)"  # kept
+    row.locator("button.revoke").click()
+    row.locator("button.confirm-revoke").click()
+    expect(row.locator(".grant-status")).to_have_text("revoked by carol")
+    expect(page.locator("#notice")).to_contain_text(f"Revoked grant {grant['id']}")
+    expect(row.locator("button")).to_have_count(0)
+    assert effect().startswith("ask")  # asked again
+    page.click("#grant-refresh")
+    expect(page.locator("#grants")).to_contain_text("No grant here.")  # active ones only
+    page.select_option("#grant-status", "revoked")
+    expect(page.locator(f"tr.grant[data-id='{grant['id']}']")).to_be_visible()
+    revoked = [e for e in service.events() if e.get("action") == "grant_revoked"]
+    assert [(e["grant_id"], e["by"]) for e in revoked] == [(grant["id"], "carol")]
+
+
+def test_remember_in_the_console_offers_only_what_the_call_can_have(service: Service,
+                                                                    page: Page) -> None:
+    """A call made in no session by no named agent can only be remembered for anyone; a
+    grant the service refuses is said in the page and nothing is approved."""
+    request_id = service.decide("deploy", {"env": "qa"}, agent=None)["approval_request"]
+    log_in(page, service, "approver")
+    page.goto(f"{service.url}/console#/approvals/{request_id}")
+    expect(page.locator("#remember-scope option[value=session]")).to_be_disabled()
+    expect(page.locator("#remember-scope")).to_have_value("agent")  # the token's agent, bot
+    page.uncheck("#remember-exact")
+    page.select_option("#remember-scope", "tool")
+    page.select_option("#remember-ttl", "900")
+    page.click("#remember-approve")
+    expect(page.locator("#result")).to_contain_text("remembered for anyone, until ")
+    _, listed, _ = service.request("GET", "/v1/grants", token="approver")
+    [grant] = listed["grants"]
+    assert (grant["scope"], grant["exact"], grant["expires"] - grant["created"]) == (
+        "tool", False, 900)
+
+
+def test_the_grants_page(service: Service, page: Page, tmp_path: Path) -> None:
+    """A screenshot of the Grants page with a grant of each kind: one exact call in a
+    session (its secret redacted), a tool for an agent, a tool for anyone, one revoked."""
+    made = []
+    for call, remember in (
+            ({"args": {"env": "prod", "token": SECRET}, "session": "gp1"},
+             {"scope": "session", "ttl": 3600, "exact": True}),
+            ({"args": {"env": "qa"}, "session": "gp2", "agent": "release-bot"},
+             {"scope": "agent", "ttl": 8 * 3600}),
+            ({"args": {"env": "test"}, "session": "gp4"}, {"scope": "session"}),
+            ({"args": {"env": "dev"}, "session": "gp3"}, {"scope": "tool", "ttl": 900})):
+        request_id = service.decide("deploy", **call)["approval_request"]
+        status, approved, _ = service.request("POST", f"/v1/approvals/{request_id}/approve",
+                                              {"remember": remember}, token="approver")
+        assert status == 200, approved
+        made.append(approved["grant"]["id"])
+    status, _, _ = service.request("POST", f"/v1/grants/{made[2]}/revoke", token="alice")
+    assert status == 200
+    log_in(page, service, "approver")
+    page.goto(f"{service.url}/console#/grants")
+    expect(page.locator("#grants tr.grant")).to_have_count(3)
+    expect(page.locator(f"tr.grant[data-id='{made[1]}'] .grant-scope")).to_have_text(
+        "agent release-bot")
+    expect(page.locator(f"tr.grant[data-id='{made[3]}'] .grant-scope")).to_have_text("anyone")
+    expect(page.locator(f"tr.grant[data-id='{made[3]}']")).to_contain_text("any arguments")
+    page.select_option("#grant-status", "any")
+    expect(page.locator("#grants tr.grant")).to_have_count(4)
+    expect(page.locator(f"tr.grant[data-id='{made[2]}'] .grant-status")).to_have_text(
+        "revoked by alice")
+    assert SECRET not in page.locator("main").inner_text()
+    page.fill("#grant-session", "gp1")
+    page.dispatch_event("#grant-session", "change")
+    expect(page.locator("#grants tr.grant")).to_have_count(1)
+    page.fill("#grant-session", "")
+    page.dispatch_event("#grant-session", "change")
+    expect(page.locator("#grants tr.grant")).to_have_count(4)
+    screenshot(page, "grants", tmp_path)
+
+
 # -- admin pages ------------------------------------------------------------------------------
 
 
@@ -260,9 +378,10 @@ def test_replay_a_picked_and_an_uploaded_policy(service: Service, page: Page,
 # -- who may see what -------------------------------------------------------------------------
 
 
-def test_an_approver_sees_approvals_only(service: Service, page: Page) -> None:
+def test_an_approver_sees_approvals_and_grants_only(service: Service, page: Page) -> None:
     log_in(page, service, "approver")
     expect(page.locator("#nav a[data-page=approvals]")).to_be_visible()
+    expect(page.locator("#nav a[data-page=grants]")).to_be_visible()
     for hidden in ("stream", "audit", "replay"):
         expect(page.locator(f"#nav a[data-page={hidden}]")).to_be_hidden()
     page.goto(f"{service.url}/console#/audit")
@@ -310,9 +429,9 @@ def test_console_files_are_served_with_a_strict_policy(service: Service) -> None
 
 def test_whoami(service: Service) -> None:
     for token, role, name, pages in (("agent", "agent", "bot", []),
-                                     ("approver", "approver", "carol", ["approvals"]),
-                                     ("admin", "admin", "ops", ["approvals", "stream", "audit",
-                                                                "replay"])):
+                                     ("approver", "approver", "carol", ["approvals", "grants"]),
+                                     ("admin", "admin", "ops", ["approvals", "grants", "stream",
+                                                                "audit", "replay"])):
         status, body, _ = service.request("GET", "/v1/whoami", token=token)
         assert status == 200 and body == {"role": role, "name": name, "pages": pages}
         conforms(body, "Holder")

@@ -196,6 +196,28 @@ def test_a_person_can_deny_or_edit_through_the_client(demo: Demo) -> None:
     assert json.loads(edited["arguments"]) == {"env": "staging"}
 
 
+def test_a_person_can_approve_and_remember_and_revoke_through_the_client(demo: Demo) -> None:
+    """approveAndRemember: the same call runs on the approval, then on the grant; grants()
+    lists it; revokeGrant() ends it (the same call is asked again) and refuses twice."""
+    grant = demo.steps["grant"]
+    assert (grant["scope"], grant["exact"], grant["args"], grant["by"]) == (
+        "session", True, {"env": "prod"}, "carol")
+    assert grant["active"] == [grant["id"]]
+    assert grant["first"] is True and grant["second"] is True
+    # The first ran on the approval (consumed), the second on the grant (nothing consumed).
+    consumed = {e["decision_id"] for e in demo.events if e["type"] == "approval"
+                and e["action"] == "consumed"}
+    assert grant["first_decision"] in consumed and grant["second_decision"] not in consumed
+    assert (grant["status"], grant["revoked_by"]) == ("revoked", "carol")
+    assert grant["after"] is False and grant["after_effect"] == "ask"
+    again = demo.steps["revoke_twice"]
+    assert (again["thrown"], again["status"], again["code"]) == (True, 409,
+                                                                  "grant_already_revoked")
+    revoked = [e for e in demo.events if e["type"] == "approval"
+               and e["action"] == "grant_revoked"]
+    assert [(e["grant_id"], e["by"]) for e in revoked] == [(grant["id"], "carol")]
+
+
 def test_an_unreachable_service_refuses_the_call_without_an_exception(demo: Demo) -> None:
     unreachable = demo.steps["unreachable"]
     assert unreachable["approved"] is False
@@ -250,9 +272,10 @@ def test_every_decision_is_audited_with_the_framework_the_client_sends(demo: Dem
     assert {e["framework"] for e in decisions} == {FRAMEWORK}
     printed = {line["decision_id"] for line in demo.steps.values() if "decision_id" in line}
     assert printed <= {e["decision_id"] for e in decisions}
-    # allow, deny, modify, 3 x deploy, outcome's read, 2 x echo, 2 x 2 x deploy by a person;
-    # the wrong token's and the unreachable service's calls were never decided.
-    assert len(decisions) == 14
+    # allow, deny, modify, 3 x deploy, outcome's read, 2 x echo, 2 x 2 x deploy by a person,
+    # 4 x deploy remembered; the wrong token's and the unreachable service's calls were never
+    # decided.
+    assert len(decisions) == 18
     assert {e["call_id"] for e in decisions} >= {"call-1", "call-2", "call-3", "call-4"}
 
 

@@ -107,6 +107,47 @@ export interface ApprovalFilter {
     agent?: string;
     tool?: string;
 }
+/** Whom a standing grant covers: the call's session, its agent, or anyone. */
+export type GrantScope = "session" | "agent" | "tool";
+/** Whether a standing grant still applies. */
+export type GrantStatus = "active" | "revoked" | "expired";
+/** A standing grant: an approval remembered so that the calls it covers are not asked again. */
+export interface Grant {
+    id: string;
+    scope: GrantScope;
+    /** The tool name or glob it covers. */
+    tool: string;
+    session?: string | null;
+    agent?: string | null;
+    /** Who granted it. */
+    by: string;
+    created: number;
+    expires: number;
+    status: GrantStatus;
+    /** Whether it covers one exact call only (`args`, with secrets redacted). */
+    exact: boolean;
+    args?: Record<string, unknown> | null;
+    request_id?: string | null;
+    revoked_at?: number | null;
+    revoked_by?: string | null;
+    [field: string]: unknown;
+}
+/** Approve, and don't ask again: the grant {@link CallwardenClient.approve} remembers. */
+export interface Remember {
+    scope: GrantScope;
+    /** Seconds it lasts, at most a year (default: the approvals' ttl). */
+    ttl?: number;
+    /** Only this exact call (default: every call of the tool in the scope). */
+    exact?: boolean;
+}
+/** Which grants {@link CallwardenClient.grants} lists (active ones unless `status` says). */
+export interface GrantFilter {
+    status?: GrantStatus | "any";
+    session?: string;
+    agent?: string;
+    /** The grants that cover this tool. */
+    tool?: string;
+}
 /** How to reach the service. */
 export interface ClientOptions {
     /** The URL `callwarden serve` prints, e.g. `http://127.0.0.1:8787`. */
@@ -169,11 +210,21 @@ export declare class CallwardenClient {
     approvals(filter?: ApprovalFilter): Promise<Approval[]>;
     /** One approval request. */
     approval(id: string): Promise<Approval>;
-    /** Approves a request; `args` approves these arguments instead (edit-and-approve). */
-    approve(id: string, { comment, args }?: {
+    /**
+     * Approves a request; `args` approves these arguments instead (edit-and-approve); `remember`
+     * also makes a standing grant, answered as `grant` (null while a quorum still waits).
+     */
+    approve(id: string, { comment, args, remember }?: {
         comment?: string;
         args?: Record<string, unknown>;
-    }): Promise<Approval>;
+        remember?: Remember;
+    }): Promise<Approval & {
+        grant?: Grant | null;
+    }>;
+    /** Lists standing grants (an approver or admin token). */
+    grants(filter?: GrantFilter): Promise<Grant[]>;
+    /** Revokes an active grant, as the token's holder (409 when revoked already or expired). */
+    revokeGrant(id: string): Promise<Grant>;
     /** Denies a request; the agent reads `reason` when it makes the call again. */
     deny(id: string, { reason }?: {
         reason?: string;

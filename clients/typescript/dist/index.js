@@ -142,9 +142,30 @@ export class CallwardenClient {
     async approval(id) {
         return await this.#request("GET", `/v1/approvals/${encodeURIComponent(id)}`);
     }
-    /** Approves a request; `args` approves these arguments instead (edit-and-approve). */
-    async approve(id, { comment, args } = {}) {
-        return await this.#request("POST", `/v1/approvals/${encodeURIComponent(id)}/approve`, { comment, args });
+    /**
+     * Approves a request; `args` approves these arguments instead (edit-and-approve); `remember`
+     * also makes a standing grant, answered as `grant` (null while a quorum still waits).
+     */
+    async approve(id, { comment, args, remember } = {}) {
+        return await this.#request("POST", `/v1/approvals/${encodeURIComponent(id)}/approve`, { comment, args, remember });
+    }
+    /** Lists standing grants (an approver or admin token). */
+    async grants(filter = {}) {
+        const query = new URLSearchParams();
+        for (const [name, value] of Object.entries(filter)) {
+            if (value !== undefined)
+                query.set(name, value);
+        }
+        const text = query.toString();
+        const body = await this.#request("GET", `/v1/grants${text ? `?${text}` : ""}`);
+        if (!isObject(body) || !Array.isArray(body["grants"])) {
+            throw new CallwardenError("the service's answer to /v1/grants is not a list", 200, "bad_response");
+        }
+        return body["grants"];
+    }
+    /** Revokes an active grant, as the token's holder (409 when revoked already or expired). */
+    async revokeGrant(id) {
+        return await this.#request("POST", `/v1/grants/${encodeURIComponent(id)}/revoke`);
     }
     /** Denies a request; the agent reads `reason` when it makes the call again. */
     async deny(id, { reason } = {}) {

@@ -119,6 +119,52 @@ export interface ApprovalFilter {
   tool?: string;
 }
 
+/** Whom a standing grant covers: the call's session, its agent, or anyone. */
+export type GrantScope = "session" | "agent" | "tool";
+
+/** Whether a standing grant still applies. */
+export type GrantStatus = "active" | "revoked" | "expired";
+
+/** A standing grant: an approval remembered so that the calls it covers are not asked again. */
+export interface Grant {
+  id: string;
+  scope: GrantScope;
+  /** The tool name or glob it covers. */
+  tool: string;
+  session?: string | null;
+  agent?: string | null;
+  /** Who granted it. */
+  by: string;
+  created: number;
+  expires: number;
+  status: GrantStatus;
+  /** Whether it covers one exact call only (`args`, with secrets redacted). */
+  exact: boolean;
+  args?: Record<string, unknown> | null;
+  request_id?: string | null;
+  revoked_at?: number | null;
+  revoked_by?: string | null;
+  [field: string]: unknown;
+}
+
+/** Approve, and don't ask again: the grant {@link CallwardenClient.approve} remembers. */
+export interface Remember {
+  scope: GrantScope;
+  /** Seconds it lasts, at most a year (default: the approvals' ttl). */
+  ttl?: number;
+  /** Only this exact call (default: every call of the tool in the scope). */
+  exact?: boolean;
+}
+
+/** Which grants {@link CallwardenClient.grants} lists (active ones unless `status` says). */
+export interface GrantFilter {
+  status?: GrantStatus | "any";
+  session?: string;
+  agent?: string;
+  /** The grants that cover this tool. */
+  tool?: string;
+}
+
 /** How to reach the service. */
 export interface ClientOptions {
   /** The URL `callwarden serve` prints, e.g. `http://127.0.0.1:8787`. */
@@ -273,11 +319,35 @@ export class CallwardenClient {
     return await this.#request("GET", `/v1/approvals/${encodeURIComponent(id)}`) as Approval;
   }
 
-  /** Approves a request; `args` approves these arguments instead (edit-and-approve). */
-  async approve(id: string, { comment, args }: { comment?: string; args?: Record<string, unknown> }
-    = {}): Promise<Approval> {
+  /**
+   * Approves a request; `args` approves these arguments instead (edit-and-approve); `remember`
+   * also makes a standing grant, answered as `grant` (null while a quorum still waits).
+   */
+  async approve(id: string, { comment, args, remember }: { comment?: string;
+    args?: Record<string, unknown>; remember?: Remember } = {}
+  ): Promise<Approval & { grant?: Grant | null }> {
     return await this.#request("POST", `/v1/approvals/${encodeURIComponent(id)}/approve`,
-      { comment, args }) as Approval;
+      { comment, args, remember }) as Approval & { grant?: Grant | null };
+  }
+
+  /** Lists standing grants (an approver or admin token). */
+  async grants(filter: GrantFilter = {}): Promise<Grant[]> {
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries(filter)) {
+      if (value !== undefined) query.set(name, value);
+    }
+    const text = query.toString();
+    const body = await this.#request("GET", `/v1/grants${text ? `?${text}` : ""}`);
+    if (!isObject(body) || !Array.isArray(body["grants"])) {
+      throw new CallwardenError("the service's answer to /v1/grants is not a list", 200,
+        "bad_response");
+    }
+    return body["grants"] as Grant[];
+  }
+
+  /** Revokes an active grant, as the token's holder (409 when revoked already or expired). */
+  async revokeGrant(id: string): Promise<Grant> {
+    return await this.#request("POST", `/v1/grants/${encodeURIComponent(id)}/revoke`) as Grant;
   }
 
   /** Denies a request; the agent reads `reason` when it makes the call again. */

@@ -122,6 +122,51 @@ describe("approvals", () => {
   });
 });
 
+describe("grants", () => {
+  test("approve and remember: the grant covers the same call until it is revoked", async () => {
+    const call = { tool: "deploy", args: { env: "qa" }, session: session() };
+    const asked = await agent.decide(call);
+    const approved = await approver.approve(asked.approval_request,
+      { remember: { scope: "session", ttl: 3600, exact: true } });
+    assert.equal(approved.status, "approved");
+    const grant = approved.grant;
+    assert.deepEqual([grant.scope, grant.session, grant.exact, grant.by],
+      ["session", call.session, true, "carol"]);
+    assert.deepEqual(grant.args, { env: "qa" });
+    assert.deepEqual((await approver.grants({ session: call.session })).map((g) => g.id),
+      [grant.id]);
+    assert.equal((await agent.decide(call)).reasons[0].code, "approved");  // its own call
+    assert.equal((await agent.decide(call)).reasons[0].code, "approval_remembered");
+    assert.equal((await agent.decide({ ...call, args: { env: "dev" } })).effect, "ask");
+    const revoked = await approver.revokeGrant(grant.id);
+    assert.deepEqual([revoked.status, revoked.revoked_by], ["revoked", "carol"]);
+    assert.equal((await agent.decide(call)).effect, "ask");
+    assert.deepEqual(await approver.grants({ session: call.session }), []);
+    assert.equal((await approver.grants({ session: call.session, status: "revoked" })).length,
+      1);
+    const again = await rejection(approver.revokeGrant(grant.id), CallwardenError);
+    assert.deepEqual([again.status, again.code], [409, "grant_already_revoked"]);
+  });
+
+  test("a grant the request cannot have is refused and approves nothing", async () => {
+    const asked = await agent.decide({ tool: "deploy", args: { env: "qa" } });  // no session
+    const error = await rejection(approver.approve(asked.approval_request,
+      { remember: { scope: "session" } }), CallwardenError);
+    assert.equal(error.status, 400);
+    assert.match(error.message, /nothing was approved/);
+    assert.equal((await approver.approval(asked.approval_request)).status, "pending");
+  });
+
+  test("an agent token may not list or revoke grants", async () => {
+    for (const attempt of [agent.grants(), agent.revokeGrant("nope")]) {
+      const error = await rejection(attempt, CallwardenError);
+      assert.deepEqual([error.status, error.code], [403, "forbidden"]);
+    }
+    const unknown = await rejection(approver.revokeGrant("nope"), CallwardenError);
+    assert.deepEqual([unknown.status, unknown.code], [404, "grant_not_found"]);
+  });
+});
+
 describe("outcome", () => {
   test("a secret in a result is redacted, the rest kept", async () => {
     const decision = await agent.decide({ tool: "read_file", args: { path: ".env" },

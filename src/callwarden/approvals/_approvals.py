@@ -22,19 +22,22 @@ from typing import TYPE_CHECKING, Any
 from callwarden._call import json_safe
 from callwarden._decision import Effect
 from callwarden._flow import Flow, Step, adrive, drive, sleep
-from callwarden.analysis.globs import check_glob
+from callwarden.approvals._checks import check_same_call, check_usable, iso, not_pending
 from callwarden.approvals._integrity import Seal, identity, load_key, process_key
 from callwarden.approvals._pins import ToolPins
-from callwarden.approvals._policy import quorum_text, reachable
+from callwarden.approvals._policy import grant_ttl, quorum_text, reachable
 from callwarden.approvals._records import (
     ApprovalRequest,
     Grant,
+    GrantSource,
     GrantStatus,
     Scope,
     Status,
     allowlist,
     decision_digest,
     exact_call,
+    grant_scope,
+    kept_args,
 )
 from callwarden.exceptions import ApprovalInvalid, ApprovalRefused
 
@@ -262,7 +265,7 @@ class Approvals:
             scope: ``session`` (this tool in this session), ``agent`` (this tool for this
                 agent) or ``tool`` (this tool for every caller).
             by: Who grants it; the same rules as for approving apply.
-            ttl: Seconds it lasts (default: the request ttl).
+            ttl: Seconds it lasts, over 0 and at most a year (default: the request ttl).
             tool: A tool name or glob to cover instead of the call's tool.
             exact: Cover only this exact call (the tool with these arguments; with an edit,
                 the edited ones), not every call of the tool.
@@ -270,7 +273,8 @@ class Approvals:
         Raises:
             ApprovalRefused: ``by`` made the call, or is not an approver.
             ApprovalInvalid: the request is not found or was not approved.
-            ValueError: the scope needs a session or agent the call does not have.
+            ValueError: an unknown scope, a ttl out of range, or a scope that needs a session
+                or agent the call does not have.
         """
         return drive(self._remember(source, scope, by, ttl, tool, exact))
 
@@ -280,6 +284,30 @@ class Approvals:
         """Async twin of :meth:`remember`."""
         return await adrive(self._remember(source, scope, by, ttl, tool, exact))
 
+    def approve_and_remember(self, request_id: str, *, scope: str, by: str,
+                             ttl: float | None = None, exact: bool = False,
+                             edit: Mapping[str, Any] | None = None, comment: str | None = None
+                             ) -> tuple[ApprovalRequest, Grant | None]:
+        """Approves a pending request and remembers it ("approve, and don't ask again"), the
+        grant checked before the approval is given (:meth:`approve`, then :meth:`remember`).
+
+        Returns the request and its grant; the grant is None while a quorum still waits for
+        others (the approval that completes it may remember it).
+
+        Raises:
+            ApprovalRefused, ApprovalInvalid: as :meth:`approve` and :meth:`remember`.
+            ValueError: the grant could not be made (as :meth:`remember`); nothing approved.
+        """
+        return drive(self._approve_remembering(request_id, scope, by, ttl, exact, edit, comment))
+
+    async def aapprove_and_remember(
+        self, request_id: str, *, scope: str, by: str, ttl: float | None = None,
+        exact: bool = False, edit: Mapping[str, Any] | None = None, comment: str | None = None
+    ) -> tuple[ApprovalRequest, Grant | None]:
+        """Async twin of :meth:`approve_and_remember`."""
+        return await adrive(self._approve_remembering(request_id, scope, by, ttl, exact, edit,
+                                                      comment))
+
     def granted(self, decision: Decision) -> Grant | None:
         """Returns an active grant that pre-approves this ``ask`` decision, or None."""
         return drive(self._granted(decision))
@@ -288,17 +316,18 @@ class Approvals:
         """Async twin of :meth:`granted`."""
         return await adrive(self._granted(decision))
 
-    def revoke(self, grant_id: str) -> Grant:
-        """Revokes a grant; the record stays, marked revoked.
+    def revoke(self, grant_id: str, *, by: str | None = None) -> Grant:
+        """Revokes an active grant; the record stays, marked revoked (by ``by``, if given).
 
         Raises:
-            ApprovalInvalid: ``grant_not_found``.
+            ApprovalInvalid: ``grant_not_found``, ``grant_already_revoked`` or
+                ``grant_expired``.
         """
-        return drive(self._revoke(grant_id))
+        return drive(self._revoke(grant_id, by))
 
-    async def arevoke(self, grant_id: str) -> Grant:
+    async def arevoke(self, grant_id: str, *, by: str | None = None) -> Grant:
         """Async twin of :meth:`revoke`."""
-        return await adrive(self._revoke(grant_id))
+        return await adrive(self._revoke(grant_id, by))
 
     def remind(self) -> builtins.list[ApprovalRequest]:
         """Calls the reminder for each request waiting longer than ``remind_after`` (and not
@@ -529,7 +558,7 @@ class Approvals:
                 # Anyone allowed to approve may deny; the caller may too (it only blocks).
                 self._check_approver(frozenset(), request.approvers, by)
             if request.status is not Status.PENDING:
-                raise _not_pending(request)
+                raise not_pending(request)
             updated = self._answered(request, status, by, comment, edited)
             if (yield self._cas(found.key, found.version, updated.to_dict(), request.expires)):
                 self._emit(status.value, updated, detail=quorum_text(updated))
@@ -571,7 +600,7 @@ class Approvals:
         while True:
             request, found = yield from self._load(request_id)
             if request.status not in (Status.PENDING, Status.APPROVED):
-                raise _not_pending(request)
+                raise not_pending(request)
             updated = replace(request, status=Status.CANCELLED, resolved_at=self.clock())
             if (yield self._cas(found.key, found.version, updated.to_dict(), request.expires)):
                 self._emit("cancelled", updated)
@@ -581,8 +610,8 @@ class Approvals:
         while True:
             request, found = yield from self._load(request_id)
             try:
-                _check_usable(request)
-                _check_same_call(request, decision)
+                check_usable(request)
+                check_same_call(request, decision)
             except ApprovalInvalid as e:
                 if e.code in _REFUSAL_ACTIONS:
                     self._emit(_REFUSAL_ACTIONS[e.code], request, decision.decision_id, e.message)
@@ -608,8 +637,7 @@ class Approvals:
 
     def _remember(self, source: str | Decision, scope: str, by: str, ttl: float | None,
                   tool: str | None, exact: bool = False) -> Flow[Grant]:
-        scope = Scope(scope)
-        fields: tuple[Any, ...]
+        kind, lasting = grant_scope(scope), grant_ttl(self.ttl if ttl is None else ttl)
         if isinstance(source, str):
             request = yield from self._get(source)
             if request.status not in (Status.APPROVED, Status.CONSUMED):
@@ -617,35 +645,38 @@ class Approvals:
                     "approval_not_approved",
                     f"request {request.id} is {request.status.value}; only an approved request "
                     "can be remembered")
-            fields = (request.tool, request.session, request.agent, request.callers,
-                      request.approvers, request.id)
-            args: Any = request.edited_args if request.edited_args is not None else request.args
+            call = GrantSource.of_request(request)
         else:
-            call = source.call
-            callers = frozenset(identity(x) for x in (call.agent, call.principal) if x)
-            fields = (call.tool, call.session, call.agent, callers, None, None)
-            args = call.args
-        call_tool, session, agent, callers, recorded, request_id = fields
-        self._check_approver(callers, recorded, by)
-        if tool is not None:
-            check_glob(tool)  # a grant whose tool glob cannot be read would grant nothing
-        if exact and tool is not None and tool != call_tool:
-            raise ValueError("a grant of one exact call covers that call's own tool")
-        if scope is Scope.SESSION and session is None:
-            raise ValueError("a session-scoped grant needs a call made in a session")
-        if scope is Scope.AGENT and agent is None:
-            raise ValueError("an agent-scoped grant needs a call made by a named agent")
+            call = GrantSource.of_decision(source)
+        self._check_approver(call.callers, call.approvers, by)
+        call.check_grant(kind, tool, exact)
         now = self.clock()
         grant = Grant(
-            id=secrets.token_hex(8), scope=scope, tool=tool or call_tool,
-            session=session if scope is Scope.SESSION else None,
-            agent=agent if scope is Scope.AGENT else None,
-            by=by, created=now, expires=now + (self.ttl if ttl is None else ttl),
-            request_id=request_id, call=exact_call(call_tool, args) if exact else None,
+            id=secrets.token_hex(8), scope=kind, tool=tool or call.tool,
+            session=call.session if kind is Scope.SESSION else None,
+            agent=call.agent if kind is Scope.AGENT else None,
+            by=by, created=now, expires=now + lasting, request_id=call.request_id,
+            call=exact_call(call.tool, call.args) if exact else None,
+            args=kept_args(call.args) if exact else None,
         )
         yield from self._update_grants(lambda grants: {**grants, grant.id: grant})
         self._emit("grant_created", grant)
         return grant
+
+    def _approve_remembering(self, request_id: str, scope: str, by: str, ttl: float | None,
+                             exact: bool, edit: Mapping[str, Any] | None,
+                             comment: str | None) -> Flow[tuple[ApprovalRequest, Grant | None]]:
+        # What would refuse the grant refuses before the approval: a person asking for both
+        # never gets the one without being told.
+        kind = grant_scope(scope)
+        grant_ttl(self.ttl if ttl is None else ttl)
+        request = yield from self._get(request_id)
+        GrantSource.of_request(request).check_grant(kind, None, exact)
+        approved = yield from self._resolve(request_id, Status.APPROVED, by, comment, edit)
+        if approved.status is not Status.APPROVED:  # one of a quorum: not approved yet
+            return approved, None
+        grant = yield from self._remember(approved.id, kind.value, by, ttl, None, exact)
+        return approved, grant
 
     def _load_grants(self) -> Flow[tuple[dict[str, Grant], StoredValue | None]]:
         found = yield self._read(self.namespace + _GRANTS)
@@ -687,17 +718,23 @@ class Approvals:
         covering = [g for g in grants if g.covers(decision)]
         return max(covering, key=lambda g: g.expires) if covering else None
 
-    def _revoke(self, grant_id: str) -> Flow[Grant]:
+    def _revoke(self, grant_id: str, by: str | None) -> Flow[Grant]:
         now = self.clock()
 
         def revoke(grants: dict[str, Grant]) -> dict[str, Grant]:
             grant = grants.get(grant_id)
             if grant is None:
                 raise ApprovalInvalid("grant_not_found", f"no grant {grant_id!r}")
-            if grant.status is GrantStatus.REVOKED:
-                return grants
+            status = grant.at(now).status
+            if status is GrantStatus.REVOKED:
+                who = f" by {grant.revoked_by}" if grant.revoked_by else ""
+                raise ApprovalInvalid("grant_already_revoked", f"grant {grant_id} was already "
+                                      f"revoked{who} at {iso(grant.revoked_at or now)}")
+            if status is GrantStatus.EXPIRED:
+                raise ApprovalInvalid("grant_expired", f"grant {grant_id} expired at "
+                                      f"{iso(grant.expires)}: it covers nothing any more")
             return {**grants, grant_id: replace(grant, status=GrantStatus.REVOKED,
-                                                revoked_at=now)}
+                                                revoked_at=now, revoked_by=by or None)}
 
         grants = yield from self._update_grants(revoke)
         self._emit("grant_revoked", grants[grant_id])
@@ -726,63 +763,3 @@ def _edited_args(edit: Mapping[str, Any]) -> dict[str, Any]:
         raise TypeError(f"edited arguments must be a JSON object (a dict), not {type(edit).__name__}")
     # Round-trip through JSON: the edit is stored, compared by digest and run from the store.
     return json.loads(json.dumps(json_safe(edit)))  # type: ignore[no-any-return]
-
-
-def _not_pending(request: ApprovalRequest) -> ApprovalInvalid:
-    if request.status is Status.EXPIRED:
-        return ApprovalInvalid("approval_expired", _expired_text(request))
-    who = f" by {request.resolved_by}" if request.resolved_by else ""
-    return ApprovalInvalid("approval_already_resolved",
-                           f"request {request.id} was already {request.status.value}{who}")
-
-
-def _expired_text(request: ApprovalRequest) -> str:
-    return (f"approval request {request.id} expired (it was valid for "
-            f"{request.expires - request.created:g} s, until {_iso(request.expires)})")
-
-
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-def _check_usable(request: ApprovalRequest) -> None:
-    status = request.status
-    if status is Status.APPROVED:
-        return
-    if status is Status.EXPIRED:
-        raise ApprovalInvalid("approval_expired", _expired_text(request))
-    if status is Status.CONSUMED:
-        raise ApprovalInvalid("approval_already_used",
-                              f"approval {request.id} was already used; an approval runs one call "
-                              "once")
-    if status is Status.DENIED:
-        why = f": {request.comment}" if request.comment else ""
-        raise ApprovalInvalid("approval_denied",
-                              f"request {request.id} was denied by {request.resolved_by}{why}")
-    if status is Status.CANCELLED:
-        raise ApprovalInvalid("approval_not_approved", f"request {request.id} was cancelled")
-    if request.approved_by:
-        raise ApprovalInvalid("approval_not_approved",
-                              f"request {request.id} is still pending: {quorum_text(request)}")
-    raise ApprovalInvalid("approval_not_approved",
-                          f"request {request.id} is still pending; nobody has approved it yet")
-
-
-def _check_same_call(request: ApprovalRequest, decision: Decision) -> None:
-    digest = decision_digest(decision)
-    expected = request.edited_digest or request.digest
-    if digest == expected:
-        return
-    call = decision.call
-    if call.tool != request.tool:
-        what = f"the tool is {call.tool!r}, not {request.tool!r}"
-    elif request.edited_args is not None and digest == request.digest:
-        what = "the reviewer approved edited arguments, not the original ones"
-    elif (call.principal, call.session) != (request.principal, request.session):
-        what = "it comes from another principal or session"
-    elif decision.policy != request.policy:
-        what = f"the policy changed since it was approved ({request.policy} → {decision.policy})"
-    else:
-        what = "the arguments differ from the approved ones"
-    raise ApprovalInvalid("approval_mismatch",
-                          f"approval {request.id} is for another call: {what}")

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from callwarden._units import parse_duration
+from callwarden.approvals._integrity import identity
 from callwarden.exceptions import ConfigError
 from callwarden.state._sqlite import state_home
 
 __all__ = ["ApprovalSettings", "default_state_url", "parse_config", "state_url_from_policy"]
-_KEYS = ("approvers", "key_file", "max_open", "on_expiry", "remind", "required", "state",
-         "ttl", "veto")
+_KEYS = ("approvers", "groups", "key_file", "max_open", "on_expiry", "remind", "required",
+         "state", "ttl", "veto")
 _EXAMPLE = ("e.g. approvals: {ttl: 30m, approvers: [alice, bob, carol], required: 2, "
             "on_expiry: deny}")
 
@@ -56,16 +57,7 @@ def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
         except ValueError as e:
             raise ConfigError(str(e), key="ttl", hint="how long a request stays valid, e.g. 30m") \
                 from e
-    approvers = config.get("approvers")
-    if approvers is not None:
-        if isinstance(approvers, str):
-            approvers = [approvers]
-        if not isinstance(approvers, list) or not approvers or not all(
-                isinstance(a, str) and a.strip() for a in approvers):
-            raise ConfigError("must be a non-empty list of names", key="approvers",
-                              hint="e.g. approvers: [alice, bob]; omit it to let anyone but "
-                                   "the caller approve")
-        approvers = tuple(approvers)
+    approvers = _approvers(config.get("approvers"), _groups(config.get("groups")))
     on_expiry = config.get("on_expiry", "deny")
     if on_expiry not in ("deny", "ask"):
         raise ConfigError(f"must be deny or ask, not {on_expiry!r}", key="on_expiry",
@@ -85,7 +77,7 @@ def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
     if isinstance(required, bool) or not isinstance(required, int) or required < 1:
         raise ConfigError(f"must be a whole number of 1 or more, not {required!r}",
                           key="required", hint="how many distinct people must approve, e.g. 2")
-    if approvers is not None and required > len(approvers):
+    if approvers is not None and required > len(approvers):  # distinct people, groups expanded
         raise ConfigError(f"{required} approvals can never be given by only "
                           f"{len(approvers)} approvers", key="required",
                           hint="lower required:, or name more approvers")
@@ -96,6 +88,82 @@ def parse_config(config: Mapping[str, Any] | None) -> ApprovalSettings:
                                "counts against the quorum")
     return ApprovalSettings(ttl, approvers, on_expiry, state, key_file, required, veto,
                             _max_open(config.get("max_open")), _remind(config.get("remind")))
+
+
+_GROUP = "group:"
+_GROUPS_HINT = "e.g. groups: {payments: [alice, bob, carol]}, approvers: [group:payments, dave]"
+
+
+def _groups(raw: Any) -> dict[str, tuple[str, ...]]:
+    """``groups: {payments: [alice, bob, carol]}``: named lists of people, for ``approvers``
+    to name as ``group:payments``."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping) or not raw:
+        raise ConfigError("must map each group's name to the people in it", key="groups",
+                          hint=_GROUPS_HINT)
+    groups = {}
+    for name, members in raw.items():
+        if not isinstance(name, str) or not name.strip() or ":" in name:
+            raise ConfigError(f"{name!r} is not a group name (a word without ':')",
+                              key="groups", hint=_GROUPS_HINT)
+        key = f"groups.{name}"
+        if isinstance(members, list) and not members:
+            raise ConfigError(f"group {name!r} has nobody in it", key=key,
+                              hint="name its people, or remove the group")
+        if not isinstance(members, list) or not all(isinstance(m, str) and m.strip()
+                                                    for m in members):
+            raise ConfigError("must be a list of people's names", key=key, hint=_GROUPS_HINT)
+        nested = next((m for m in members if m.strip().startswith(_GROUP)), None)
+        if nested is not None:
+            raise ConfigError(f"{nested!r}: a group lists people, not other groups", key=key,
+                              hint="name those people here too, or both groups in approvers")
+        groups[name] = tuple(members)
+    return groups
+
+
+def _approvers(raw: Any, groups: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The people who may approve: the names in ``approvers``, each ``group:NAME`` its
+    members; a person named twice (in two groups, under two spellings) is one person."""
+    if raw is None:
+        if groups:
+            raise ConfigError("groups are named in approvers, as group:NAME", key="groups",
+                              hint=_GROUPS_HINT)
+        return None
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not raw or not all(isinstance(a, str) and a.strip()
+                                                       for a in raw):
+        raise ConfigError("must be a non-empty list of names", key="approvers",
+                          hint="e.g. approvers: [alice, bob] or [group:payments, dave]; omit it "
+                               "to let anyone but the caller approve")
+    by_identity = {identity(g): g for g in groups}
+    people: dict[str, str] = {}  # identity -> the name as first written
+    used = set()
+    for entry in raw:
+        entry = entry.strip()
+        if entry.startswith(_GROUP):
+            name = entry[len(_GROUP):].strip()
+            if name not in groups:
+                known = f"the groups are {', '.join(groups)}" if groups else "there are none"
+                raise ConfigError(f"no group {name!r}", key="approvers",
+                                  hint=f"{known}; define one under groups:, e.g. groups: "
+                                       f"{{{name or 'payments'}: [alice, bob]}}")
+            used.add(name)
+            members: tuple[str, ...] = groups[name]
+        elif identity(entry) in by_identity:
+            group = by_identity[identity(entry)]
+            raise ConfigError(f"{entry!r} is a group, not a person", key="approvers",
+                              hint=f"write group:{group} for its members")
+        else:
+            members = (entry,)
+        for member in members:
+            people.setdefault(identity(member), member.strip())
+    unused = next((g for g in groups if g not in used), None)
+    if unused is not None:
+        raise ConfigError(f"group {unused!r} is not named in approvers", key=f"groups.{unused}",
+                          hint=f"add group:{unused} to approvers, or remove the group")
+    return tuple(people.values())
 
 
 def _remind(raw: Any) -> tuple[float, float | None, str] | None:

@@ -1,5 +1,5 @@
 """The approval policy beyond who may approve: how many people must (a quorum, and whether one
-deny vetoes), and who is reminded of requests left waiting."""
+deny vetoes), how long a grant may last, and who is reminded of requests left waiting."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ from typing import Any
 from callwarden.approvals._integrity import identity
 from callwarden.approvals._records import ApprovalRequest
 
-__all__ = ["quorum_text", "reachable", "reminder_options"]
+__all__ = ["MAX_GRANT_TTL", "grant_ttl", "quorum_text", "reachable", "reminder_options"]
+
+# A grant is a person's standing decision: one that outlives a year is a rule, and belongs in
+# the policy file, where it is reviewed.
+MAX_GRANT_TTL = 366 * 86400.0
 
 
 def quorum_text(request: ApprovalRequest) -> str | None:
@@ -28,6 +32,19 @@ def reachable(request: ApprovalRequest, denied: Sequence[str]) -> bool:
     gone = {identity(n) for n in (*denied, *(request.approved_by or ()))} | request.callers
     left = {identity(n) for n in request.approvers} - gone
     return len(request.approved_by or ()) + len(left) >= request.required
+
+
+def grant_ttl(ttl: object) -> float:
+    """The seconds a grant lasts, checked: a number over 0, a year at most.
+
+    Raises:
+        ValueError: anything else (a grant that ended at once, or never, is not one).
+    """
+    # The range test refuses NaN and infinity too (and compares a huge int exactly).
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl <= MAX_GRANT_TTL:
+        raise ValueError(f"a grant lasts a number of seconds over 0 and at most a year "
+                         f"({MAX_GRANT_TTL:g}), not {ttl!r}")
+    return float(ttl)
 
 
 def reminder_options(settings: Any, load: Callable[[str], Any]) -> dict[str, Any]:

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
-from callwarden.analysis.globs import GlobError, compile_glob
+from callwarden._call import json_safe
+from callwarden.analysis.globs import GlobError, check_glob, compile_glob
 from callwarden.approvals._integrity import canonical, identity
 
 if TYPE_CHECKING:
     from callwarden._decision import Decision
 
-__all__ = ["ApprovalRequest", "Grant", "GrantStatus", "Scope", "Status", "call_digest",
-           "decision_digest", "exact_call"]
+__all__ = ["ARGS_KEPT", "ApprovalRequest", "Grant", "GrantSource", "GrantStatus", "Scope",
+           "Status", "allowlist", "call_digest", "decision_digest", "exact_call", "grant_scope",
+           "kept_args"]
 
 
 class Status(StrEnum):
@@ -181,9 +184,11 @@ class Grant(_Record):
         by: Who granted it. created, expires: When it was granted and until when.
         request_id: The approval it was remembered from, if any.
         status: A :class:`GrantStatus` value; ``expired`` is computed on read.
-        revoked_at: When it was revoked.
+        revoked_at, revoked_by: When it was revoked, and by whom (None when not said).
         call: For a grant of one exact call ("allow this command for this session for an
             hour"): the digest of the tool and its arguments it covers; None: any arguments.
+        args: The arguments of that exact call, for people to read (None for any other grant,
+            and for arguments over ``ARGS_KEPT`` bytes of JSON: every ask reads every grant).
     """
 
     id: str
@@ -198,6 +203,8 @@ class Grant(_Record):
     status: GrantStatus = GrantStatus.ACTIVE
     revoked_at: float | None = None
     call: str | None = None
+    revoked_by: str | None = None
+    args: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scope", Scope(self.scope))
@@ -223,6 +230,19 @@ class Grant(_Record):
         return True
 
 
+ARGS_KEPT = 8192  # bytes of JSON: the most of an exact call's arguments a grant keeps to show
+
+
+def kept_args(args: Any) -> dict[str, Any] | None:
+    """An exact call's arguments as a grant keeps them to show (JSON data), or None past
+    ``ARGS_KEPT`` bytes."""
+    data = json_safe(args)
+    if not isinstance(data, dict):
+        return None
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return None if len(text.encode("utf-8", "surrogatepass")) > ARGS_KEPT else data
+
+
 def allowlist(approvers: Sequence[str] | None) -> list[str] | None:
     """Validates an approver allowlist (None: anyone but the caller)."""
     if approvers is None:
@@ -232,7 +252,54 @@ def allowlist(approvers: Sequence[str] | None) -> list[str] | None:
     out = list(approvers)
     if not all(isinstance(a, str) and a for a in out):
         raise ValueError("approvers must be non-empty strings")
+    group = next((a for a in out if a.strip().startswith("group:")), None)
+    if group is not None:  # a name nobody has: nobody could approve, and nobody would know
+        raise ValueError(f"{group!r} names a group: a policy's approvals: {{groups: ...}} "
+                         "expands it; here, name the people")
     return out
+
+
+def grant_scope(value: str) -> Scope:
+    """A grant's :class:`Scope` from its name (ValueError for any other)."""
+    try:
+        return Scope(value)
+    except ValueError:
+        raise ValueError(f"a grant's scope is session, agent or tool, not {value!r}") from None
+
+
+class GrantSource(NamedTuple):
+    """What a grant is remembered from: an approved request, or an ``ask`` decision."""
+
+    tool: str
+    session: str | None
+    agent: str | None
+    callers: frozenset[str]
+    approvers: Sequence[str] | None
+    request_id: str | None
+    args: Any
+
+    @classmethod
+    def of_request(cls, request: ApprovalRequest) -> GrantSource:
+        args = request.edited_args if request.edited_args is not None else request.args
+        return cls(request.tool, request.session, request.agent, request.callers,
+                   request.approvers, request.id, args)
+
+    @classmethod
+    def of_decision(cls, decision: Decision) -> GrantSource:
+        call = decision.call
+        callers = frozenset(identity(x) for x in (call.agent, call.principal) if x)
+        return cls(call.tool, call.session, call.agent, callers, None, None, call.args)
+
+    def check_grant(self, scope: Scope, tool: str | None, exact: bool) -> None:
+        """Raises ValueError for a grant of this call that could not cover anything."""
+        if tool is not None:
+            check_glob(tool)  # a grant whose tool glob cannot be read would grant nothing
+        if exact and tool is not None and tool != self.tool:
+            raise ValueError("a grant of one exact call covers that call's own tool")
+        if scope is Scope.SESSION and self.session is None:
+            raise ValueError("a session-scoped grant needs a call made in a session")
+        if scope is Scope.AGENT and self.agent is None:
+            raise ValueError("an agent-scoped grant needs a call made by a named agent")
 
 
 @lru_cache(maxsize=256)

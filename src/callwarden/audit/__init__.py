@@ -60,8 +60,9 @@ An ``approval`` event records one transition of an approval request or a remembe
 ``action`` (requested, approved, denied, cancelled, expired, refused, consumed,
 grant_created, grant_revoked), ``request_id`` / ``grant_id``, ``decision_id`` (the decision
 that asked, or the one that ran on the approval), tool, agent, session, principal, ``status``,
-``by`` (the reviewer or granter), ``comment`` and ``edited_args`` (redacted), rule, policy,
-``scope`` (grants), ``expires`` and ``detail`` (why a use was refused).
+``by`` (the reviewer, the granter, or who revoked the grant), ``comment`` and ``edited_args``
+(redacted), rule, policy, ``scope`` (grants), ``expires`` and ``detail`` (why a use was
+refused).
 
 A tamper-evident log is a ``jsonl`` sink with ``chain: true`` or ``sign_key: PATH``
 (:class:`ChainedJsonlSink`, design in ``callwarden.audit._chain``): every line carries the hash

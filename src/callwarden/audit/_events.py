@@ -528,7 +528,9 @@ def _approval_event(action: str, record: Any, red: Redactor, decision_id: str | 
         "session": _name(record.session),
         "principal": _name(getattr(record, "principal", None)),
         "status": record.status.value,
-        "by": _name(record.by if grant else record.resolved_by),
+        # Who made this transition: the granter, the person who revoked it, the reviewer.
+        "by": _name((record.revoked_by if action == "grant_revoked" else record.by) if grant
+                    else record.resolved_by),
         "comment": None if comment is None else red.text(comment, "comment", found, cap),
         "edited_args": None if edited is None else red.walk(edited, "edited_args", found, cap),
         "rule": getattr(record, "rule", None),
@@ -724,7 +726,8 @@ def _unrecordable_approval(action: str, record: Any, decision_id: Any, at: float
         "session": name("session"),
         "principal": name("principal"),
         "status": status if type(status) is str else "<unrecordable>",
-        "by": name("by" if grant else "resolved_by"),
+        "by": name(("revoked_by" if action == "grant_revoked" else "by") if grant
+                   else "resolved_by"),
         "comment": None,
         "edited_args": None,
         "rule": name("rule"),

@@ -64,6 +64,7 @@ def add_approvals_parser(sub: Any) -> None:
     grants.add_argument("--json", action="store_true")
     revoke = actions.add_parser("revoke", parents=[where], help="revoke a remembered approval")
     revoke.add_argument("id")
+    revoke.add_argument("--by", help="who revokes it (default: your login name)")
     actions.add_parser("remind", parents=[where],
                        help="call the policy's remind: function for requests left waiting "
                             "(run it from cron; callwarden serve does every minute)")
@@ -255,16 +256,25 @@ def _approve(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
     if (args.lasting is not None or args.exact) and args.remember is None:
         print("error: --for and --exact go with --remember session|agent|tool", file=sys.stderr)
         return EXIT_USAGE
-    request = approvals.approve(args.id, by=by, edit=edit, comment=args.comment)
+    grant = None
+    if args.remember is None:
+        request = approvals.approve(args.id, by=by, edit=edit, comment=args.comment)
+    else:
+        try:  # the grant is checked before anything is approved
+            request, grant = approvals.approve_and_remember(
+                args.id, scope=args.remember, by=by, ttl=lasting, exact=args.exact, edit=edit,
+                comment=args.comment)
+        except ValueError as e:
+            print(f"error: --remember {args.remember}: {e}; nothing was approved",
+                  file=sys.stderr)
+            return EXIT_USAGE
     if request.status.value == "pending":  # one of a quorum
         print(f"approved {request.id} by {by}: {_quorum(request)}; still pending"
               + ("; remember it once it is approved" if args.remember else ""), file=out)
         return EXIT_OK
     note = " with edited arguments" if edit is not None else ""
     print(f"approved {request.id}{note} by {request.resolved_by}", file=out)
-    if args.remember is not None:
-        grant = approvals.remember(request.id, scope=args.remember, by=by, ttl=lasting,
-                                   exact=args.exact)
+    if grant is not None:
         what = "this exact call" if args.exact else f"tool {grant.tool}"
         print(f"remembered as {grant.id}: {what} for this {args.remember} until "
               f"{_iso(grant.expires)} (revoke: callwarden approvals revoke {grant.id})",
@@ -305,8 +315,9 @@ def _grants(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
     for g in grants:
         bound = g.session or g.agent or "*"
         exact = "  (one exact call)" if g.call else ""
+        revoked = f"  revoked by {g.revoked_by}" if g.revoked_by else ""
         print(f"{g.id}  {g.status.value:<7}  {g.scope.value}={bound}  tool {g.tool}{exact}"
-              f"  by {g.by}  until {_iso(g.expires)}", file=out)
+              f"  by {g.by}  until {_iso(g.expires)}{revoked}", file=out)
     return EXIT_OK
 
 
@@ -321,8 +332,8 @@ def _remind(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _revoke(approvals: Any, args: argparse.Namespace, out: TextIO) -> int:
-    grant = approvals.revoke(args.id)
-    print(f"revoked {grant.id}", file=out)
+    grant = approvals.revoke(args.id, by=args.by or _login())
+    print(f"revoked {grant.id} by {grant.revoked_by}", file=out)
     return EXIT_OK
 
 

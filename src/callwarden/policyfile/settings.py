@@ -9,7 +9,7 @@ store from these settings, and builds the engine with them.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -306,7 +306,9 @@ def parse_approvals(raw: Any, check: Checker, base_dir: Path) -> ApprovalSetting
     try:
         settings = parse_config(raw)
     except ConfigError as e:
-        check.error(("approvals",) if e.key is None else ("approvals", e.key), str(e), e.hint)
+        # groups.payments is the line of that group, not of the section
+        check.error(("approvals",) if e.key is None else ("approvals", *str(e.key).split(".")),
+                    str(e), e.hint)
         return None
     if settings.state is None:
         return settings
@@ -315,5 +317,6 @@ def parse_approvals(raw: Any, check: Checker, base_dir: Path) -> ApprovalSetting
     except ValueError as e:
         check.error(("approvals", "state"), str(e))
         return None
-    return ApprovalSettings(settings.ttl, settings.approvers, settings.on_expiry,
-                            resolve_state_url(settings.state, base_dir))
+    # Every other setting kept as parsed: a quorum, a cap or a reminder holds whichever store
+    # the requests live in.
+    return replace(settings, state=resolve_state_url(settings.state, base_dir))

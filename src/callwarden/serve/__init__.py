@@ -2,7 +2,8 @@
 
 ``POST /v1/decide`` decides a tool call, ``POST /v1/outcome`` screens its result; the AuthZEN
 evaluation API (``/access/v1/evaluation``) maps onto the same decisions; approvals are listed
-and resolved at ``/v1/approvals``; ``/healthz``, ``/readyz``, ``/metrics``, ``/v1/reload`` and
+and resolved at ``/v1/approvals`` (approving may remember a standing grant), and grants are
+listed and revoked at ``/v1/grants``; ``/healthz``, ``/readyz``, ``/metrics``, ``/v1/reload`` and
 ``/openapi.json`` (the checked-in document, ``openapi.json``) serve operations. See
 :mod:`callwarden.serve._app`; tokens and roles: :mod:`callwarden.serve._auth`.
 """

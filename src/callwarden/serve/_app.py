@@ -45,6 +45,7 @@ from callwarden.exceptions import (
 )
 from callwarden.net import hangup_pending, signal_all_workers
 from callwarden.serve import _console as console
+from callwarden.serve import _grants as grants
 from callwarden.serve._audit import MAX_EVENTS, Filters, follow, live_log, log_files, query, replay_text
 from callwarden.serve._auth import Holder, Tokens
 from callwarden.serve._metrics import Metrics
@@ -253,15 +254,47 @@ class Service:
         if edit is not None and (not approve or not isinstance(edit, dict)):
             raise _Problem(400, "bad_request", "'args' (an object) edits an approval only")
         try:
+            remember = grants.remember_options(body.get("remember")) if approve else None
+        except ValueError as e:
+            raise _Problem(400, "bad_request", str(e)) from None
+        approvals = self.guard.approvals
+        try:
             if edit is not None:  # made on the redacted view: what was left as shown stays
-                args = (await self.guard.approvals.aget(request_id)).args
+                args = (await approvals.aget(request_id)).args
                 edit = console.restore_redacted(edit, console.redacted_view(self.guard, args), args)
             # The holder's name, never one the body gives: the person the token is.
-            done = await Enforcer(self.guard).aanswer(request_id, {
-                "approve": approve, "reason": text, "edit": edit}, by=holder.name)
+            if remember is None:
+                done = await Enforcer(self.guard).aanswer(request_id, {
+                    "approve": approve, "reason": text, "edit": edit}, by=holder.name)
+                return dict(done.to_dict())
+            done, grant = await approvals.aapprove_and_remember(
+                request_id, by=holder.name, comment=text, edit=edit, **remember)
         except ApprovalError as e:
             raise _approval_problem(e) from None
-        return dict(done.to_dict())
+        except ValueError as e:  # a grant this request cannot have: nothing was approved
+            raise _Problem(400, "bad_request", f"{e}; nothing was approved") from None
+        # No grant while a quorum still waits: the approval that completes it may remember.
+        return {**done.to_dict(), "grant": None if grant is None else grants.view(self.guard,
+                                                                                  grant)}
+
+    # -- standing grants ------------------------------------------------------------------
+
+    async def grants(self, request: Request) -> list[dict[str, Any]]:
+        """The grants (active ones unless ``status`` says), filtered as asked."""
+        try:
+            status, filters = grants.wanted(request.query_params)
+        except ValueError as e:
+            raise _Problem(400, "bad_request", str(e)) from None
+        found = await self.guard.approvals.agrants(include_inactive=status != "active")
+        return grants.listed(self.guard, found, status, filters)
+
+    async def revoke(self, grant_id: str, holder: Holder) -> dict[str, Any]:
+        """Revokes an active grant, recorded (and audited) as revoked by the token's holder."""
+        try:
+            done = await self.guard.approvals.arevoke(grant_id, by=holder.name)
+        except ApprovalError as e:
+            raise _approval_problem(e) from None
+        return grants.view(self.guard, done)
 
 
 def _filters(request: Request) -> Filters:
@@ -317,7 +350,7 @@ def _text(value: Any) -> str | None:
 def _approval_problem(e: ApprovalError) -> _Problem:
     if isinstance(e, ApprovalRefused):
         return _Problem(403, e.code, e.message)
-    if isinstance(e, ApprovalInvalid) and e.code == "approval_not_found":
+    if isinstance(e, ApprovalInvalid) and e.code in ("approval_not_found", "grant_not_found"):
         return _Problem(404, e.code, e.message)
     return _Problem(409, e.code, e.message)
 
@@ -477,6 +510,12 @@ def create_app(service: Service) -> Any:
         return await s.resolve(request.path_params["id"], await s.body(request), holder,  # type: ignore[arg-type]
                                approve=False)
 
+    async def grant_list(request: Request, _: Holder | None) -> Any:
+        return {"grants": await s.grants(request)}
+
+    async def revoke(request: Request, holder: Holder | None) -> Any:
+        return await s.revoke(request.path_params["id"], holder)  # type: ignore[arg-type]
+
     async def reload(request: Request, _: Holder | None) -> Any:
         loaded, problems = await asyncio.to_thread(s.reload)
         if not loaded:
@@ -554,6 +593,8 @@ def create_app(service: Service) -> Any:
         route("/v1/approvals/{id}/context", approval_context, "approver", "GET"),
         route("/v1/approvals/{id}/approve", approve, "approver"),
         route("/v1/approvals/{id}/deny", deny, "approver"),
+        route("/v1/grants", grant_list, "approver", "GET"),
+        route("/v1/grants/{id}/revoke", revoke, "approver"),
         route("/v1/reload", reload, "admin"),
         route("/v1/audit/events", events, "admin", "GET"),
         route("/v1/audit/stream", stream, "admin", "GET"),

@@ -130,6 +130,6 @@ def policy_text(policy: Path, name: str) -> str | None:
 
 def whoami(role: str, name: str) -> dict[str, Any]:
     """Who a token is, and which pages of the console it opens."""
-    pages = {"agent": [], "approver": ["approvals"],
-             "admin": ["approvals", "stream", "audit", "replay"]}[role]
+    pages = {"agent": [], "approver": ["approvals", "grants"],
+             "admin": ["approvals", "grants", "stream", "audit", "replay"]}[role]
     return {"role": role, "name": name, "pages": pages}

@@ -213,7 +213,13 @@ async function requestPage(id) {
       result.textContent = done.status === "pending"
         ? `${verb === "approve" ? "approved" : "denied"}: ${quorum(done)}`
         : `${done.status} by ${done.resolved_by}`;
-      for (const button of actions.querySelectorAll("button")) button.disabled = true;
+      if (done.grant) {
+        result.textContent += `; remembered for ${scopeText(done.grant)}` +
+          `${done.grant.exact ? ", this exact call" : ""}, until ${when(done.grant.expires)}`;
+      } else if (extra.remember && done.status === "pending") {
+        result.textContent += "; not remembered: the approval that completes it can remember it";
+      }
+      for (const button of main.querySelectorAll(".answer")) button.disabled = true;
       document.getElementById("request-status").textContent = quorum(done);
     } catch (error) {
       result.className = "error";
@@ -222,15 +228,34 @@ async function requestPage(id) {
   };
   const pending = r.status === "pending";
   const actions = el("div", {class: "actions"}, comment,
-    el("button", {id: "approve", class: "primary", disabled: !pending, text: "Approve",
+    el("button", {id: "approve", class: "primary answer", disabled: !pending, text: "Approve",
                   onclick: () => answer("approve")}),
-    el("button", {id: "deny", class: "danger", disabled: !pending, text: "Deny",
+    el("button", {id: "deny", class: "danger answer", disabled: !pending, text: "Deny",
                   onclick: () => answer("deny")}));
+  // Approve, and don't ask again: a standing grant, narrowest first (this session, this call).
+  const scope = el("select", {id: "remember-scope"},
+    el("option", {value: "session", disabled: !r.session,
+                  text: r.session ? `this session (${r.session})` : "this session (none)"}),
+    el("option", {value: "agent", disabled: !r.agent,
+                  text: r.agent ? `this agent (${r.agent}), any session` : "this agent (none)"}),
+    el("option", {value: "tool", text: "anyone"}));
+  scope.value = r.session ? "session" : r.agent ? "agent" : "tool";
+  const lasting = el("select", {id: "remember-ttl"}, ...DURATIONS.map(([seconds, label]) =>
+    el("option", {value: String(seconds), text: label})));
+  lasting.value = "3600";
+  const exact = el("input", {type: "checkbox", id: "remember-exact", checked: true});
+  const remembering = el("div", {class: "actions", id: "remember"},
+    el("label", {}, "remember for ", scope), el("label", {}, "for ", lasting),
+    el("label", {}, exact, " this exact call only (these arguments)"),
+    el("button", {id: "remember-approve", class: "answer", disabled: !pending,
+                  text: "Approve and remember", onclick: () => answer("approve", {remember: {
+                    scope: scope.value, ttl: Number(lasting.value), exact: exact.checked}})}));
   const editing = el("details", {id: "edit", open: false},
     el("summary", {text: "Edit the arguments, then approve the edited call"}),
     el("p", {class: "empty", text: "Redacted values left as they are keep their real value."}),
     edit,
-    el("div", {class: "actions"}, el("button", {id: "edit-approve", disabled: !pending,
+    el("div", {class: "actions"}, el("button", {id: "edit-approve", class: "answer",
+                                                disabled: !pending,
       text: "Approve the edited call", onclick: () => {
         let args;
         try {
@@ -273,11 +298,99 @@ async function requestPage(id) {
                                                               text: json(r.args)}),
     r.edited_args ? [el("h2", {text: "Approved with these arguments"}),
                      el("pre", {text: json(r.edited_args)})] : null,
-    actions, editing, result,
+    actions, remembering, editing, result,
     el("h2", {text: "This session's latest calls"}),
     el("table", {}, el("thead", {}, el("tr", {}, ...["Time", "Tool", "Effect", "Rule",
                                                      "Arguments"].map((h) => el("th", {text: h})))),
        history));
+}
+
+// -- standing grants --------------------------------------------------------------------------
+
+const DURATIONS = [[900, "15 minutes"], [3600, "1 hour"], [8 * 3600, "8 hours"],
+                   [86400, "1 day"], [7 * 86400, "7 days"]];
+
+// Whom a grant covers.
+function scopeText(g) {
+  if (g.scope === "session") return `session ${g.session}`;
+  if (g.scope === "agent") return `agent ${g.agent}`;
+  return "anyone";
+}
+
+// What a grant covers: its tool (or glob), and for one exact call the call's arguments, with
+// secrets redacted as the server sent them.
+function covers(g) {
+  const tool = el("code", {text: g.tool});
+  if (!g.exact) return [tool, el("span", {class: "empty", text: " any arguments"})];
+  if (g.args === null || g.args === undefined) {
+    return [tool, el("span", {class: "empty", text: " one exact call (its arguments were " +
+                                                    "too long to keep)"})];
+  }
+  return [tool, " this exact call:", el("pre", {class: "grant-args", text: json(g.args)})];
+}
+
+function grantStatus(g) {
+  return g.status === "revoked" && g.revoked_by ? `revoked by ${g.revoked_by}` : g.status;
+}
+
+function grantsPage() {
+  const status = el("select", {id: "grant-status"},
+    ...["active", "revoked", "expired", "any"].map((s) => el("option", {value: s, text: s})));
+  const session = el("input", {type: "text", id: "grant-session", placeholder: "session"});
+  const agent = el("input", {type: "text", id: "grant-agent", placeholder: "agent"});
+  const body = el("tbody", {id: "grants"});
+  // Revoking asks first, in the row itself (no pop-up): "Yes, revoke" or "Keep it".
+  const revoking = (g, cell) => {
+    const keep = () => cell.replaceChildren(...revokeButton(g, cell));
+    cell.replaceChildren(el("span", {text: "Revoke this grant? "}),
+      el("button", {class: "danger confirm-revoke", text: "Yes, revoke", onclick: async () => {
+        try {
+          const done = await api(`/v1/grants/${encodeURIComponent(g.id)}/revoke`,
+                                 {method: "POST"});
+          cell.closest("tr").replaceWith(row(done));
+          notice(`Revoked grant ${done.id}: the calls it covered are asked again.`);
+        } catch (error) {
+          cell.replaceChildren(el("span", {class: "error", text: error.message}));
+        }
+      }}), " ", el("button", {class: "keep", text: "Keep it", onclick: keep}));
+  };
+  const revokeButton = (g, cell) => g.status === "active"
+    ? [el("button", {class: "revoke", text: "Revoke", onclick: () => revoking(g, cell)})] : [];
+  const row = (g) => {
+    const cell = el("td", {class: "grant-actions"});
+    cell.replaceChildren(...revokeButton(g, cell));
+    return el("tr", {class: "grant", "data-id": g.id}, el("td", {text: when(g.created)}),
+      el("td", {class: "grant-scope", text: scopeText(g)}), el("td", {}, covers(g)),
+      el("td", {class: "grant-by", text: g.by}), el("td", {text: when(g.expires)}),
+      el("td", {class: "grant-status", text: grantStatus(g)}), cell);
+  };
+  const refresh = async () => {
+    const query = new URLSearchParams({status: status.value});
+    if (session.value) query.set("session", session.value);
+    if (agent.value) query.set("agent", agent.value);
+    try {
+      const {grants} = await api(`/v1/grants?${query}`);
+      grants.sort((a, b) => b.created - a.created);
+      body.replaceChildren(...grants.map(row));
+      if (!grants.length) {
+        body.replaceChildren(el("tr", {}, el("td", {colspan: 7, class: "empty",
+                                                    text: "No grant here."})));
+      }
+    } catch (error) {
+      fail(error);
+    }
+  };
+  for (const input of [status, session, agent]) input.addEventListener("change", refresh);
+  show(el("h1", {text: "Standing grants"}),
+       el("p", {class: "empty", text: "Approvals remembered so that the calls they cover are " +
+                                       "not asked again, until they expire or are revoked."}),
+       el("div", {class: "filters"}, el("label", {}, "status", status),
+          el("label", {}, "session", session), el("label", {}, "agent", agent),
+          el("button", {type: "button", id: "grant-refresh", text: "Refresh",
+                        onclick: refresh})),
+       el("table", {}, el("thead", {}, el("tr", {}, ...["Granted", "For", "Covers", "By",
+         "Expires", "Status", ""].map((h) => el("th", {text: h})))), body));
+  refresh();
 }
 
 // -- live decisions ---------------------------------------------------------------------------
@@ -484,7 +597,7 @@ function route() {
     return;
   }
   const pages = {approvals: () => (id ? requestPage(decodeURIComponent(id)) : approvalsPage()),
-                 stream: streamPage, audit: auditPage, replay: replayPage};
+                 grants: grantsPage, stream: streamPage, audit: auditPage, replay: replayPage};
   const stop = pages[page]();
   if (typeof stop === "function") leave = stop;
 }

@@ -101,7 +101,8 @@ public final class Main {
         line("done");
     }
 
-    /** Deny, and edit-and-approve, through the client with an approver token. */
+    /** Deny, edit-and-approve, and approve-and-remember, through the client with an approver
+     * token. */
     private static void resolveThroughTheClient(String url, String approverToken,
                                                 CallwardenClient client) {
         CallwardenClient approver = new CallwardenClient(url, approverToken);
@@ -129,6 +130,27 @@ public final class Main {
              "effect", ran.metadata().get("effect"), "arguments", ran.metadata().get("arguments"));
 
         refused("approve_twice", () -> approver.approve(editId, null, null));
+
+        CallwardenToolApprovalStrategy remembered = new CallwardenToolApprovalStrategy(
+                client, Caller.session("s-grant"));
+        String grantId = (String) remembered.approve(new ToolCall("call-24", "deploy", deploy))
+                .metadata().get("approval_request");
+        Grant grant = approver.approveAndRemember(grantId, null, "session",
+                                                  Duration.ofHours(1), true);
+        ToolApprovalDecision first = remembered.approve(new ToolCall("call-25", "deploy", deploy));
+        ToolApprovalDecision second = remembered.approve(new ToolCall("call-26", "deploy", deploy));
+        List<String> active = approver.grants(null).stream().map(Grant::id).toList();
+        Grant revoked = approver.revokeGrant(grant.id());
+        ToolApprovalDecision askedAgain = remembered.approve(
+                new ToolCall("call-27", "deploy", deploy));
+        line("grant", "id", grant.id(), "scope", grant.scope(), "exact", grant.exact(),
+             "args", grant.args(), "by", grant.by(), "active", active,
+             "first", first.approved(), "first_decision", first.metadata().get("decision_id"),
+             "second", second.approved(),
+             "second_decision", second.metadata().get("decision_id"), "status", revoked.status(),
+             "revoked_by", revoked.revokedBy(), "after", askedAgain.approved(),
+             "after_effect", askedAgain.metadata().get("effect"));
+        refused("revoke_twice", () -> approver.revokeGrant(grant.id()));
     }
 
     private static void approval(String step, ToolApprovalDecision decision) {

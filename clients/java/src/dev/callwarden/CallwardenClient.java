@@ -187,6 +187,65 @@ public final class CallwardenClient {
     }
 
     /**
+     * Approves a request and remembers a standing grant ("approve, and don't ask again"): the
+     * approval runs its own call once, the grant covers the calls after it.
+     *
+     * @param scope {@code session} (the call's session), {@code agent} (its agent) or
+     *     {@code tool} (anyone)
+     * @param ttl how long the grant lasts, at most a year; null for the approvals' ttl
+     * @param exact only this exact call (the tool with these arguments), not every call of it
+     * @return the grant, or null while a quorum still waits for other approvers (the approval
+     *     is recorded either way)
+     * @throws CallwardenException 400 for a grant the request cannot have (nothing approved),
+     *     and as {@link #approve} does
+     */
+    public Grant approveAndRemember(String id, String comment, String scope, Duration ttl,
+                                    boolean exact) {
+        Map<String, Object> remember = new LinkedHashMap<>();
+        remember.put("scope", Objects.requireNonNull(scope, "scope"));
+        if (ttl != null) {
+            remember.put("ttl", ttl.toMillis() / 1000.0);
+        }
+        remember.put("exact", exact);
+        Map<String, Object> body = new LinkedHashMap<>();
+        putIfNotNull(body, "comment", comment);
+        body.put("remember", remember);
+        return send("POST", "/v1/approvals/" + encode(id) + "/approve", body).read(answer -> {
+            Object grant = answer.get("grant");
+            return grant == null ? null : Grant.from(Fields.object(grant, "'grant'"));
+        });
+    }
+
+    /**
+     * The standing grants of a status ({@code active}, {@code revoked}, {@code expired}, or
+     * {@code any}); the active ones for null.
+     */
+    public List<Grant> grants(String status) {
+        String path = status == null ? "/v1/grants" : "/v1/grants?status=" + encode(status);
+        return send("GET", path, null).read(answer -> {
+            if (!(answer.get("grants") instanceof List<?> found)) {
+                throw new IllegalArgumentException("'grants' is not a list");
+            }
+            List<Grant> grants = new ArrayList<>();
+            for (Object item : found) {
+                grants.add(Grant.from(Fields.object(item, "a grant")));
+            }
+            return List.copyOf(grants);
+        });
+    }
+
+    /**
+     * Revokes an active grant, recorded as revoked by this token's holder.
+     *
+     * @return the grant as revoked
+     * @throws CallwardenException 404 for an unknown grant, 409 for one already revoked or
+     *     expired, 403 for a token that may not revoke
+     */
+    public Grant revokeGrant(String id) {
+        return send("POST", "/v1/grants/" + encode(id) + "/revoke", Map.of()).read(Grant::from);
+    }
+
+    /**
      * Denies a request; the same call, decided again, is denied with the reason.
      *
      * @param reason shown to the agent; may be null
