@@ -114,6 +114,26 @@ def test_approve_a_pending_call_in_the_console(service: Service, page: Page,
     assert record["status"] == "consumed" and record["comment"] == "ok for today"
 
 
+def test_a_request_in_doubt_says_the_call_may_already_have_run(service: Service,
+                                                               page: Page) -> None:
+    call = {"tool": "deploy", "args": {"env": "prod"}, "session": "s9", "call_id": "d1"}
+    first = service.decide(**call)["approval_request"]
+    status, _, _ = service.request("POST", f"/v1/approvals/{first}/approve", {},
+                                   token="approver")
+    assert status == 200
+    assert service.decide(**call)["effect"] == "allow"  # runs ... and no outcome comes back
+    asked = service.decide(**call)  # the agent, restarted, sends the same call again
+    assert asked["effect"] == "ask" and asked["approval_request"] != first
+    log_in(page, service, "approver")
+    row = page.locator(f"tr.request[data-id='{asked['approval_request']}']")
+    expect(row).to_contain_text("IN DOUBT")
+    row.click()
+    expect(page.locator("#request-in-doubt")).to_contain_text("may already have run")
+    page.click("#deny")
+    expect(page.locator("#result")).to_have_text("denied by carol")
+    assert service.decide(**call)["effect"] == "deny"
+
+
 def test_deny_with_a_reason(service: Service, page: Page) -> None:
     call = {"tool": "deploy", "args": {"env": "prod"}, "session": "s2"}
     request_id = service.decide(**call)["approval_request"]

@@ -164,7 +164,7 @@ function approvalsPage() {
       }, el("td", {text: when(r.created)}), el("td", {}, el("code", {text: r.tool})),
          el("td", {text: r.agent || ""}), el("td", {text: r.session || ""}),
          el("td", {text: r.rule || ""}), el("td", {text: r.message || ""}),
-         el("td", {text: quorum(r)}))));
+         el("td", {text: (r.in_doubt ? "IN DOUBT · " : "") + quorum(r)}))));
       if (!approvals.length) {
         body.replaceChildren(el("tr", {}, el("td", {colspan: 7, class: "empty",
                                                     text: "No request here."})));
@@ -278,6 +278,9 @@ async function requestPage(id) {
   show(
     el("p", {}, el("a", {href: "#/approvals", text: "← all requests"})),
     el("h1", {}, "Approval request ", el("code", {text: r.id})),
+    r.in_doubt ? el("p", {class: "error", id: "request-in-doubt",
+                          text: `In doubt: ${r.in_doubt}. Approve it only if it did not happen.`})
+               : null,
     el("dl", {},
        el("dt", {text: "Tool"}), el("dd", {}, el("code", {id: "request-tool", text: r.tool})),
        el("dt", {text: "Status"}), el("dd", {id: "request-status", text: quorum(r)}),
