@@ -128,10 +128,18 @@ class ToolProfile:
         """Every value playing ``role`` in ``args``: each named argument that is present (a
         dotted name reaches into a nested mapping), a list's items one by one."""
         names = self.arg_names(role)
-        if args.keys().isdisjoint(names) and not _has_dotted(names):
-            return ()  # the usual case for most roles of most tools: no argument plays it
+        nameset, dotted = _names_info(names)
+        if dotted:
+            present: Any = names
+        else:
+            # A call has a few arguments and a role many names: look its arguments up.
+            present = [name for name in args if name in nameset]
+            if not present:
+                return ()  # the usual case for most roles of most tools: no argument plays it
+            if len(present) > 1:
+                present.sort(key=names.index)  # in the order the role names them
         out: list[Any] = []
-        for name in names:
+        for name in present:
             value = _lookup(args, name)
             if value is None:
                 continue
@@ -156,18 +164,21 @@ class ToolProfile:
         return replace(self, **changes)
 
 
-_DOTTED: dict[tuple[str, ...], bool] = {}
+# id(names) -> (names, their set, whether one reaches into a nested mapping): a profile's
+# names are a handful of tuples that live as long as it does; the tuple kept in the entry
+# tells a reused id from the tuple it was computed for.
+_NAMES: dict[int, tuple[tuple[str, ...], frozenset[str], bool]] = {}
 
 
-def _has_dotted(names: tuple[str, ...]) -> bool:
-    """Whether a name reaches into a nested mapping (``payment.iban``); remembered per tuple
-    (a profile's names are a handful of tuples that live as long as it does)."""
-    found = _DOTTED.get(names)
-    if found is None:
-        found = _DOTTED[names] = any("." in name for name in names)
-        if len(_DOTTED) > 4096:
-            _DOTTED.clear()
-    return found
+def _names_info(names: tuple[str, ...]) -> tuple[frozenset[str], bool]:
+    """The set of ``names``, and whether one reaches into a nested mapping (``payment.iban``)."""
+    found = _NAMES.get(id(names))
+    if found is None or found[0] is not names:
+        if len(_NAMES) > 4096:
+            _NAMES.clear()
+        found = _NAMES[id(names)] = (names, frozenset(names),
+                                     any("." in name for name in names))
+    return found[1], found[2]
 
 
 def _lookup(args: Mapping[str, Any], name: str) -> Any:
