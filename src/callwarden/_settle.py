@@ -150,7 +150,10 @@ def _decide(guard: Guard, approvals: Approvals, decision: Decision, approver: Ap
         return (yield from _resume(guard, approvals, decision, None, None, earlier.id))
     grant = None if in_doubt else (yield from approvals._granted(decision))
     if grant is not None:
-        return (yield from _counted(guard, _by_grant(decision, grant)))
+        counted = yield from _counted(guard, _by_grant(decision, grant))
+        if counted.effect.allows:
+            approvals._grant_used(grant, counted)
+        return counted
     if approval_id is not None:
         return (yield from _resume(guard, approvals, decision, approver, wait, approval_id))
     if earlier is not None:

@@ -113,6 +113,15 @@ def test_grants_created_and_revoked_are_recorded(rec) -> None:
         "grant_revoked", "revoked", "carol")  # who revoked it, not who granted it
 
 
+def test_a_call_a_grant_lets_run_is_recorded_with_the_grant(rec) -> None:
+    grant = rec.guard.approvals.remember(ask(rec), scope="session", by="alice", ttl=60)
+    assert resolve_ask(rec.guard, ask(rec)).allowed
+    used = [e for e in rec.approval_events() if e["action"] == "grant_used"]
+    assert len(used) == 1 and used[0]["grant_id"] == grant.id and used[0]["decision_id"]
+    assert rec.guard.approvals.granted(ask(rec)) is not None  # a lookup uses nothing
+    assert len([e for e in rec.approval_events() if e["action"] == "grant_used"]) == 1
+
+
 def test_a_required_audit_that_fails_denies_the_call(clock: Clock) -> None:
     def broken(event: dict[str, Any]) -> None:
         if event["type"] == "approval":

@@ -718,6 +718,11 @@ class Approvals:
         covering = [g for g in grants if g.covers(decision)]
         return max(covering, key=lambda g: g.expires) if covering else None
 
+    def _grant_used(self, grant: Grant, decision: Decision) -> None:
+        """Records that a grant let a call run (``AuditError`` when audit is required and
+        could not record it: the call is then refused)."""
+        self._emit("grant_used", grant, decision.decision_id)
+
     def _revoke(self, grant_id: str, by: str | None) -> Flow[Grant]:
         now = self.clock()
 

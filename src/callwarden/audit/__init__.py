@@ -58,7 +58,7 @@ written between ``first`` and ``last`` (``total_dropped`` since the auditor star
 
 An ``approval`` event records one transition of an approval request or a remembered grant:
 ``action`` (requested, approved, denied, cancelled, expired, refused, consumed,
-grant_created, grant_revoked), ``request_id`` / ``grant_id``, ``decision_id`` (the decision
+grant_created, grant_used, grant_revoked), ``request_id`` / ``grant_id``, ``decision_id`` (the decision
 that asked, or the one that ran on the approval), tool, agent, session, principal, ``status``,
 ``by`` (the reviewer, the granter, or who revoked the grant), ``comment`` and ``edited_args``
 (redacted), rule, policy, ``scope`` (grants), ``expires`` and ``detail`` (why a use was

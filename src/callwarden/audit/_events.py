@@ -28,7 +28,7 @@ __all__ = [
 SCHEMA_VERSION = 1
 OUTCOME_STATUSES = ("ok", "error", "output_blocked", "output_modified")
 APPROVAL_ACTIONS = ("requested", "approved", "denied", "cancelled", "expired", "refused",
-                    "consumed", "grant_created", "grant_revoked")
+                    "consumed", "grant_created", "grant_used", "grant_revoked")
 
 _DEFAULT = Redactor()
 _PAYLOADS = ("context", "effective_args", "args")  # shed in this order when an event is too big
