@@ -217,15 +217,19 @@ def test_approve_and_remember_refuses_a_grant_it_cannot_make_before_approving(gu
     assert approvals.grants(include_inactive=True) == []
 
 
-def test_approve_and_remember_under_a_quorum_grants_once_it_is_approved(guard, store,
-                                                                        clock) -> None:
+def test_no_standing_grant_stands_in_for_a_quorum(guard, store, clock) -> None:
     approvals = Approvals(store, ttl=600, clock=clock, required=2)
     rid = approvals.request(ask(guard, agent="bot", session="s1")).id
-    first, none = approvals.approve_and_remember(rid, scope="session", by="alice")
-    assert (first.status, none) == (Status.PENDING, None)
-    assert approvals.grants() == []
-    done, grant = approvals.approve_and_remember(rid, scope="session", by="bob")
-    assert done.status is Status.APPROVED and grant is not None and grant.by == "bob"
+    with pytest.raises(ValueError, match="each call needs 2 people's approval"):
+        approvals.approve_and_remember(rid, scope="session", by="alice")
+    assert approvals.get(rid).status is Status.PENDING  # refused whole: nothing approved
+    approvals.approve(rid, by="alice")
+    approvals.approve(rid, by="bob")
+    with pytest.raises(ValueError, match="approve each call"):
+        approvals.remember(rid, scope="session", by="bob")
+    with pytest.raises(ValueError, match="approve each call"):
+        approvals.remember(ask(guard, agent="bot", session="s1"), scope="tool", by="carol")
+    assert approvals.grants(include_inactive=True) == []
 
 
 def test_approve_and_remember_by_the_caller_is_refused(guard, approvals) -> None:

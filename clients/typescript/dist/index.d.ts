@@ -212,7 +212,8 @@ export declare class CallwardenClient {
     approval(id: string): Promise<Approval>;
     /**
      * Approves a request; `args` approves these arguments instead (edit-and-approve); `remember`
-     * also makes a standing grant, answered as `grant` (null while a quorum still waits).
+     * also makes a standing grant, answered as `grant` (a request a quorum must approve gets
+     * none: the service refuses it with 400, approving nothing).
      */
     approve(id: string, { comment, args, remember }?: {
         comment?: string;

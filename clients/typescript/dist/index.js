@@ -144,7 +144,8 @@ export class CallwardenClient {
     }
     /**
      * Approves a request; `args` approves these arguments instead (edit-and-approve); `remember`
-     * also makes a standing grant, answered as `grant` (null while a quorum still waits).
+     * also makes a standing grant, answered as `grant` (a request a quorum must approve gets
+     * none: the service refuses it with 400, approving nothing).
      */
     async approve(id, { comment, args, remember } = {}) {
         return await this.#request("POST", `/v1/approvals/${encodeURIComponent(id)}/approve`, { comment, args, remember });

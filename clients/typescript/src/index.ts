@@ -321,7 +321,8 @@ export class CallwardenClient {
 
   /**
    * Approves a request; `args` approves these arguments instead (edit-and-approve); `remember`
-   * also makes a standing grant, answered as `grant` (null while a quorum still waits).
+   * also makes a standing grant, answered as `grant` (a request a quorum must approve gets
+   * none: the service refuses it with 400, approving nothing).
    */
   async approve(id: string, { comment, args, remember }: { comment?: string;
     args?: Record<string, unknown>; remember?: Remember } = {}

@@ -645,11 +645,11 @@ class Approvals:
                     "approval_not_approved",
                     f"request {request.id} is {request.status.value}; only an approved request "
                     "can be remembered")
-            call = GrantSource.of_request(request)
+            call, required = GrantSource.of_request(request), request.required
         else:
-            call = GrantSource.of_decision(source)
+            call, required = GrantSource.of_decision(source), self.required
         self._check_approver(call.callers, call.approvers, by)
-        call.check_grant(kind, tool, exact)
+        call.check_grant(kind, tool, exact, required)
         now = self.clock()
         grant = Grant(
             id=secrets.token_hex(8), scope=kind, tool=tool or call.tool,
@@ -671,7 +671,7 @@ class Approvals:
         kind = grant_scope(scope)
         grant_ttl(self.ttl if ttl is None else ttl)
         request = yield from self._get(request_id)
-        GrantSource.of_request(request).check_grant(kind, None, exact)
+        GrantSource.of_request(request).check_grant(kind, None, exact, request.required)
         approved = yield from self._resolve(request_id, Status.APPROVED, by, comment, edit)
         if approved.status is not Status.APPROVED:  # one of a quorum: not approved yet
             return approved, None

@@ -290,8 +290,14 @@ class GrantSource(NamedTuple):
         callers = frozenset(identity(x) for x in (call.agent, call.principal) if x)
         return cls(call.tool, call.session, call.agent, callers, None, None, call.args)
 
-    def check_grant(self, scope: Scope, tool: str | None, exact: bool) -> None:
-        """Raises ValueError for a grant of this call that could not cover anything."""
+    def check_grant(self, scope: Scope, tool: str | None, exact: bool,
+                    required: int = 1) -> None:
+        """Raises ValueError for a grant of this call that could not cover anything, or that
+        would let calls a quorum (``required`` people) must approve run on one person's say."""
+        if required > 1:
+            raise ValueError(f"each call needs {required} people's approval (approvals: "
+                             f"required: {required}); a standing grant would let the calls "
+                             "after this one run without them: approve each call")
         if tool is not None:
             check_glob(tool)  # a grant whose tool glob cannot be read would grant nothing
         if exact and tool is not None and tool != self.tool:

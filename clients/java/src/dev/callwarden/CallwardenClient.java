@@ -194,10 +194,9 @@ public final class CallwardenClient {
      *     {@code tool} (anyone)
      * @param ttl how long the grant lasts, at most a year; null for the approvals' ttl
      * @param exact only this exact call (the tool with these arguments), not every call of it
-     * @return the grant, or null while a quorum still waits for other approvers (the approval
-     *     is recorded either way)
-     * @throws CallwardenException 400 for a grant the request cannot have (nothing approved),
-     *     and as {@link #approve} does
+     * @return the grant
+     * @throws CallwardenException 400 for a grant the request cannot have, a request a quorum
+     *     must approve included (nothing approved), and as {@link #approve} does
      */
     public Grant approveAndRemember(String id, String comment, String scope, Duration ttl,
                                     boolean exact) {
