@@ -54,10 +54,23 @@ def test_an_answer_through_the_framework_resumes_the_call_once(enforcer) -> None
         enforcer.decide("deploy", {"env": "qa"}, call_id="c1")
     rid = raised.value.request_id
     enforcer.answer(rid, {"approve": True, "by": "alice"}, by="reviewer")
-    assert enforcer.decide("deploy", {"env": "qa"}, call_id="c1", approval_id=rid).effect \
-        is Effect.ALLOW
+    allowed = enforcer.decide("deploy", {"env": "qa"}, call_id="c1", approval_id=rid)
+    assert allowed.effect is Effect.ALLOW
+    enforcer.record_outcome(allowed, "ok", 0.0)  # it ran
     again = enforcer.decide("deploy", {"env": "qa"}, call_id="c1", approval_id=rid)
-    assert again.effect is Effect.DENY
+    assert again.effect is Effect.DENY  # the approval was used
+
+
+def test_the_same_call_decided_again_before_its_outcome_is_asked_anew(enforcer) -> None:
+    with pytest.raises(ApprovalPending) as raised:
+        enforcer.decide("deploy", {"env": "qa"}, call_id="c1")
+    rid = raised.value.request_id
+    enforcer.answer(rid, True, by="alice")
+    assert enforcer.decide("deploy", {"env": "qa"}, call_id="c1", approval_id=rid).allowed
+    # No outcome came back: it may have run. Neither the used approval nor a retry runs it.
+    with pytest.raises(ApprovalPending) as doubt:
+        enforcer.decide("deploy", {"env": "qa"}, call_id="c1", approval_id=rid)
+    assert doubt.value.decision.in_doubt and doubt.value.request_id != rid
 
 
 def test_a_rejection_through_the_framework_denies_with_the_reason(enforcer) -> None:
