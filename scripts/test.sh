@@ -31,6 +31,9 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 \
   | grep -v -E "^(WARNING: Location|  WARNING: Location)" || true
 .venv/bin/python -c "import callwarden" # fail early when the install failed
+# An editable install has no bytecode, and with PYTHONDONTWRITEBYTECODE set no process writes
+# it: each of the suite's hundreds of child processes would compile callwarden from source.
+.venv/bin/python -m compileall -q -j 0 src/callwarden >/dev/null
 # The TypeScript client's dev packages (TypeScript, the OpenAI Agents JS SDK), from its lock file.
 if [ ! -d clients/typescript/node_modules ]; then
   npm ci --prefix clients/typescript --no-audit --no-fund --silent

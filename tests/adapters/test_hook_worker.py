@@ -322,3 +322,21 @@ def test_a_hook_whose_working_directory_is_gone_still_fails_closed(hooks: Hooks)
         input=CALLS[1][1], capture_output=True, text=True, timeout=60, env=hooks.env,
         check=False)
     assert done.returncode == 2 and done.stderr.strip().endswith("blocked"), done.stderr
+
+
+def test_the_worker_compiles_stale_bytecode_in_a_process_of_its_own(tmp_path: Path) -> None:
+    """What a hook process imports is compiled once, not in every process (an editable
+    install, or PYTHONDONTWRITEBYTECODE, leaves no bytecode behind)."""
+    from callwarden.hooks._worker import compile_bytecode, stale_bytecode
+
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("x = 1\n")
+    (package / "sub" / "b.py").write_text("y = 2\n")
+    assert sorted(Path(p).name for p in stale_bytecode(str(package))) == ["a.py", "b.py"]
+    process = compile_bytecode(str(package))
+    assert process is not None and process.wait(timeout=120) == 0
+    assert stale_bytecode(str(package)) == [] and compile_bytecode(str(package)) is None
+    later = time.time() + 10
+    os.utime(package / "a.py", (later, later))  # edited since: stale again
+    assert [Path(p).name for p in stale_bytecode(str(package))] == ["a.py"]

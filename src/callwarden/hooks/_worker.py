@@ -32,7 +32,7 @@ from callwarden.hooks._client import (
     text_stream,
 )
 
-__all__ = ["Compiled", "serve"]
+__all__ = ["Compiled", "compile_bytecode", "serve", "stale_bytecode"]
 
 _DEFAULT_IDLE = 600.0
 _READ_TIMEOUT = 5.0
@@ -71,6 +71,47 @@ class Compiled:
         return loaded
 
 
+def stale_bytecode(package: str) -> list[str]:
+    """The modules of ``package`` (a folder) whose bytecode is missing or older than their
+    source: each hook process that imports them compiles them again, in memory (an editable
+    install has none, and with PYTHONDONTWRITEBYTECODE set nothing writes it)."""
+    import importlib.util
+
+    stale = []
+    for folder, _, names in os.walk(package):
+        for name in names:
+            if not name.endswith(".py"):
+                continue
+            source = os.path.join(folder, name)
+            try:
+                cached = os.stat(importlib.util.cache_from_source(source)).st_mtime
+                fresh = cached >= os.stat(source).st_mtime
+            except OSError:
+                fresh = False
+            if not fresh:
+                stale.append(source)
+    return stale
+
+
+def compile_bytecode(package: str | None = None) -> Any:
+    """Compiles callwarden's own stale bytecode in a process of its own (another core, and no
+    wait for the calls this worker answers), so that the hook processes after it import
+    callwarden compiled; returns the process, or None when nothing is stale. A folder that
+    cannot be written is left as it is."""
+    import subprocess
+
+    import callwarden
+
+    folder = package or os.path.dirname(callwarden.__file__)
+    if not stale_bytecode(folder):
+        return None
+    with contextlib.suppress(OSError):
+        return subprocess.Popen([sys.executable, "-m", "compileall", "-q", folder],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    return None
+
+
 def _stamp(files: tuple[str, ...]) -> tuple[Any, ...]:
     out: list[Any] = []
     for name in files:
@@ -92,6 +133,7 @@ def serve(place: WorkerPlace, policy: str, cwd: str, idle: float) -> None:
     compiled = Compiled()
     with contextlib.suppress(Exception):  # a broken policy: each call reports it
         compiled.load(policy, cwd)  # warm before the first call arrives
+    compile_bytecode()
     key = secrets.token_bytes(32)
     _write_private(place.key, key.hex())
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
