@@ -301,6 +301,13 @@ async def test_over_the_limit_and_spaced_out_frees_at_the_later_of_both(
     assert (state.exceeded, state.reset_at) == (True, frees)
 
 
+async def test_a_spaced_out_attempt_that_fills_the_limit_frees_with_the_limit(api) -> None:
+    attempts = spaced(limit=2, spacing=(5.0,), always=True)
+    await api.consume([attempts], now=T)
+    [state] = await api.consume([attempts], now=T + 1)  # too soon, and it counts: 2 of 2
+    assert (state.used, state.exceeded, state.reset_at) == (1.0, True, T + 600)
+
+
 async def test_spacing_leaves_the_first_call_of_a_window_free(api) -> None:
     await api.consume([spaced()], now=T)
     [state] = await api.consume([spaced()], now=T + 600)

@@ -248,17 +248,20 @@ def spaced_out(counter: Counter, used: float, last_at: float | None, now: float)
 def spaced_reset(counter: Counter, used: float, reset_at: float | None, last_at: float | None,
                  now: float, counted: bool) -> float | None:
     """The ``reset_at`` of an exceeded counter with a spacing: the later of its limit's
-    (``reset_at``, computed when the usage is over the limit; None then: never) and the end of
-    the wait after the newest event, this call's when it was ``counted`` (an attempt)."""
-    over = exceeds(used, counter.cost, counter.limit)
-    if not counter.spacing or (over and reset_at is None):
+    (``reset_at``, computed when the usage after this call leaves no room for another; None
+    then: never) and the end of the wait after the newest event, this call's when it was
+    ``counted`` (an attempt)."""
+    if not counter.spacing:
         return reset_at
-    newest = last_at if not counted else now if last_at is None else max(last_at, now)
     events = used + counter.weight if counted else used
+    full = exceeds(events, counter.weight, counter.limit)
+    if full and reset_at is None:
+        return None
+    newest = last_at if not counted else now if last_at is None else max(last_at, now)
     if newest is None or events <= 0:
         return reset_at
     ready = newest + spacing_wait(counter.spacing, events)
-    return ready if not over or reset_at is None else max(reset_at, ready)
+    return ready if not full or reset_at is None else max(reset_at, ready)
 
 
 @dataclass(frozen=True, slots=True)

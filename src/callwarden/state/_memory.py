@@ -393,7 +393,7 @@ def _state(counter: Counter, series: _Series | None, used: float, hit: bool,
         return CounterState(used, False, None, last_at)
     reset_at = None
     if series is not None and series.entries is not None \
-            and exceeds(used, counter.weight, counter.limit):
+            and exceeds(series.total, counter.weight, counter.limit):
         # Read after this call's writes: an attempt counted just now delays the reset too.
         reset_at = reset_time(series.entries, series.total, counter.weight, counter.limit)
     if counter.spacing:

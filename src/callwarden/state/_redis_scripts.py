@@ -30,7 +30,8 @@ __all__ = ["Script", "command_within", "commands_within", "consume", "fresh_memb
 # number of spacings and them, the number of members and them.
 # Entries are token:index:weight, scored by expiry; weights travel as Python reprs so no
 # digits are lost on the way. Members are themselves, scored by expiry. Returns per counter
-# used, exceeded, reset_at ('' = none; the limit's, when the usage is over it), the newest
+# used, exceeded, reset_at ('' = none; the limit's, when the usage after this call's writes
+# leaves no room for a call like it), the newest
 # entry's expiry before this call ('' = none) and, for members, one flag per member ('1':
 # the key did not hold it), all as strings: Lua numbers would come back truncated to
 # integers. The caller adds the spacing's wait to reset_at.
@@ -158,8 +159,10 @@ for i = 1, n do
       -- Every use of a counter without a window restarts its idle time (no-op when absent).
       redis.call('PEXPIRE', skey, idle)
     end
-    if over[i] and window ~= '' and tonumber(weight) - limit <= slack then
-      -- After this call's writes: an attempt counted just now delays the reset too.
+    if hit[i] == '1' and window ~= '' and total + tonumber(weight) - limit > slack
+        and tonumber(weight) - limit <= slack then
+      -- After this call's writes: an attempt counted just now delays the reset too (and
+      -- may leave no room for the next one: a spaced-out attempt's reset).
       local need, removed, start = total + tonumber(weight) - limit - slack, 0, 0
       while reset == '' do
         local batch = redis.call('ZRANGE', zkey, start, start + 99, 'WITHSCORES')

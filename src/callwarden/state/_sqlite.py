@@ -227,10 +227,10 @@ class SQLiteStore(StateStore):
                 reset_at = reset_time(((e, 1.0) for e in others), u, counter.cost,
                                       counter.limit)
             else:
-                if counter.window is not None and exceeds(u, counter.weight, counter.limit):
+                total = u + counter.weight if add else u
+                if counter.window is not None and exceeds(total, counter.weight, counter.limit):
                     # Read after this call's writes: an attempt counted just now delays it too.
                     entries = db.execute(sql.oldest, (counter.key,))
-                    total = u + counter.weight if add else u
                     reset_at = reset_time(entries, total, counter.weight, counter.limit)
                 if counter.spacing:
                     reset_at = spaced_reset(counter, u, reset_at, last_at, now, add)
