@@ -41,7 +41,7 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from callwarden._call import ToolCall
@@ -189,10 +189,12 @@ class LimitSpec:
         if self.kind == "concurrent":
             if member is None:
                 raise ValueError("a call in flight needs an id to hold its slot")
-            return [replace(c, members=(member,)) for c in found]
+            return [Counter(c.key, c.limit, c.window, members=(member,), shard=c.shard)
+                    for c in found]
         if self.kind == "distinct":
             members = self.members_of(call, profile)
-            return [replace(c, members=members) for c in found] if members else []
+            return [Counter(c.key, c.limit, c.window, members=members, shard=c.shard)
+                    for c in found] if members else []
         return found
 
     def members_of(self, call: ToolCall, profile: ToolProfile) -> tuple[str, ...]:
