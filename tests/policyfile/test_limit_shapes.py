@@ -103,3 +103,15 @@ def test_a_limit_written_wrong_is_a_policy_error_saying_how_to_fix_it(name: str)
     assert problem.key == f"rules[0].{key}"
     assert message in problem.message
     assert hint in (problem.hint or "")
+
+
+def test_examples_of_a_concurrent_limit_hold_slots_within_their_case_only() -> None:
+    """An earlier call without an output is still running; one with an output finished; no
+    case's calls hold a slot for the next case (the policy loads only if every case passes)."""
+    export = {"tool": "export"}
+    guard = Guard.from_dict({"version": 1, "rules": [
+        {"id": "one-export", "match": {"tool": "export"}, "limit": {"concurrent": 1},
+         "examples": {
+             "allow": [export, export, {**export, "earlier": [{**export, "output": "ok"}]}],
+             "deny": [{**export, "earlier": [export]}, {**export, "earlier": [export]}]}}]})
+    assert guard.check("export", {}).allowed
