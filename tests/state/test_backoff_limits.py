@@ -41,7 +41,7 @@ def test_a_retry_too_soon_is_refused_with_the_time_it_may_come(store) -> None:
     # the refused attempt counts: the next one must wait 4 s after it
     [budget] = soon.budgets
     assert (budget.used, budget.remaining, budget.reset_at) == (2.0, 3.0, T + 5)
-    assert "retried too soon, attempt 2 of 5" in soon.message
+    assert "retried too soon, attempt 2 of 5" in soon.message and "3 left" in soon.message
     assert "wait 4 s (until " in soon.message and "before the next attempt" in soon.message
 
 

@@ -464,7 +464,8 @@ def describe_exceeded(rule_id: str, spec: LimitSpec, state: CounterState, *,
                f"{_span(max(0.0, state.reset_at - now))}). Wait or stop."
     if spec.kind == "attempts" and spec.spacing and not exceeds(state.used, 1.0, spec.limit):
         text = (f"limit '{rule_id}': retried too soon, attempt {state.used + 1:g} of "
-                f"{spec.limit:g} {spec.scope()}{window} (it counts)")
+                f"{spec.limit:g} {spec.scope()}{window} (it counts: "
+                f"{max(0.0, spec.limit - state.used - 1):g} left)")
         if state.reset_at is None:
             return f"{text}. Stop and tell the user."
         return (f"{text}; wait {_span(max(0.0, state.reset_at - now))} (until "
