@@ -6,7 +6,9 @@ Also: a budget of 100 on Redis under 4 processes x 250 concurrent acheck with tw
 loops beside them: calls allowed (must be exactly 100) and decisions that timed out.
 
 Prints decisions per second for a budget + rate-limit policy on memory, SQLite and Redis, from
-one process and from 4 (medians of several runs), Redis round trips per decision for three
+one process and from 4 (medians of several runs), calls per second through ``guard.run`` under a
+concurrent limit (decide and take a slot, run, let it go with the outcome; its Redis round
+trips per call), Redis round trips per decision for three
 policy shapes (limits only; limits + a rule reading history, on a call it does not apply to:
 the call is counted and recorded; a call whose rule reads history), and the median decision
 time of a history condition after 20 and after 20,000 earlier calls in the session.
@@ -38,6 +40,8 @@ HISTORY: dict[str, Any] = {"version": 1, "rules": [
      "if": "'web_fetch' in history.tools", "effect": "ask"}]}
 LIMITS_AND_HISTORY: dict[str, Any] = {"version": 1,
                                       "rules": POLICY["rules"] + HISTORY["rules"]}
+CONCURRENT: dict[str, Any] = {"version": 1, "rules": [
+    {"id": "in-flight", "limit": {"concurrent": 8, "per": "session"}}]}
 RUNS = 5  # each figure is the median of this many runs
 # Commands the store sends itself; those its scripts run inside the server are counted apart.
 CLIENT_COMMANDS = ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_hgetall", "cmdstat_hmget")
@@ -57,6 +61,20 @@ def decisions_per_second(url: str, n: int) -> float:
     started = time.perf_counter()
     for _ in range(n):
         guard.check("fetch", {"url": "https://x"}, session="s", agent="a")
+    elapsed = time.perf_counter() - started
+    store.close()
+    return n / elapsed
+
+
+def runs_per_second(url: str, n: int) -> float:
+    """Calls through guard.run under a concurrent limit: each takes a slot, runs, lets it go."""
+    store = open_store(url, timeout=30.0) if url != "memory" else open_store(url)
+    guard = Guard.from_dict(CONCURRENT, state=store)
+    for _ in range(50):
+        guard.run("export", {"table": "t"}, lambda table: table, session="s")
+    started = time.perf_counter()
+    for _ in range(n):
+        guard.run("export", {"table": "t"}, lambda table: table, session="s")
     elapsed = time.perf_counter() - started
     store.close()
     return n / elapsed
@@ -136,8 +154,10 @@ def history_cost(url: str, earlier: int) -> float:
     return statistics.median(samples) / 1000
 
 
-def round_trips(url: str, policy: dict[str, Any], tool: str, n: int = 1000) -> float:
-    """Commands the store sends per decision, read from the server's command statistics."""
+def round_trips(url: str, policy: dict[str, Any], tool: str, n: int = 1000,
+                run: bool = False) -> float:
+    """Commands the store sends per decision (``run``: per call through guard.run, the outcome
+    recorded), read from the server's command statistics."""
     import redis
 
     client = redis.Redis.from_url(url)
@@ -151,7 +171,10 @@ def round_trips(url: str, policy: dict[str, Any], tool: str, n: int = 1000) -> f
 
     before = sent()
     for _ in range(n):
-        guard.check(tool, {}, session="rt", agent="a")
+        if run:
+            guard.run(tool, {}, lambda: None, session="rt", agent="a")
+        else:
+            guard.check(tool, {}, session="rt", agent="a")
     after = sent()
     store.close()
     client.close()
@@ -184,6 +207,10 @@ def main() -> None:
             four = "n/a (per process)" if name == "memory" else \
                 f"{median_of(3, four_processes, url, 2000):,.0f}"
             print(f"{name:8} {one:12,.0f} {four:>20}")
+        print(f"concurrent limit, guard.run calls per second (median of {RUNS} runs)")
+        for name, url in urls.items():
+            runs = median_of(RUNS, runs_per_second, url, 3000 if name != "memory" else 30000)
+            print(f"{name:8} {runs:12,.0f}")
         if server is not None:
             shapes = (("limits only", POLICY, "t"),
                       ("limits + history recorded", LIMITS_AND_HISTORY, "t"),
@@ -192,6 +219,8 @@ def main() -> None:
             print("redis round trips per decision:")
             for label, policy, tool in shapes:
                 print(f"  {label:40} {round_trips(urls['redis'], policy, tool):.2f}")
+            slots = round_trips(urls["redis"], CONCURRENT, "export", run=True)
+            print(f"  {'concurrent limit, per guard.run call':40} {slots:.2f}")
         if server is not None:
             for run in range(3):
                 allowed, failed = starved_redis(urls["redis"])

@@ -100,6 +100,15 @@ def test_limits_block_loads_and_limits(workdir: Path, monkeypatch: pytest.Monkey
     assert guard.check("pay", {"amount": 2000}, principal="p").effect == "ask"
     guard.check("web_fetch", {"url": "https://x"}, session="s")
     assert guard.check("send_email", {}, session="s").effect == "ask"
+    retried = [guard.check("fetch", {"url": "https://y"}, agent="b") for _ in range(2)]
+    assert retried[0].allowed and retried[1].reasons[0].code == "limit.backoff"
+    exports = [guard.check("export", {"n": i}, session="e") for i in range(4)]
+    assert [d.allowed for d in exports] == [True, True, True, False]
+    guard.release(exports[0])
+    assert guard.check("export", {"n": 5}, session="e").allowed
+    to = [f"p{i}@x.example" for i in range(11)]
+    assert guard.check("send_email", {"to": to[:10]}, session="m").allowed
+    assert guard.check("send_email", {"to": to[10:]}, session="m").effect == "deny"
     assert (workdir / ".local/state/callwarden/state.db").exists()
     guard.engine.store.close()
 

@@ -126,12 +126,15 @@ class Budget(NamedTuple):
 
     Attributes:
         rule: the limit rule's id.
-        limit: how much it allows (calls, attempts, or the sum of an amount) in its window.
+        limit: how much it allows (calls, attempts, the sum of an amount, calls in flight or
+            distinct values) in its window.
         used: what is used of it now, this call included when it counted.
         remaining: what is left (``limit - used``, never below zero).
-        reset_at: when enough usage leaves the window for this call to fit (seconds since the
-            epoch), for a limit this call went over; None when it did not, or when it never
-            frees up (no window).
+        reset_at: when the call fits again (seconds since the epoch), for a limit this call
+            went over: enough usage leaves the window, the wait of a retry's backoff has
+            passed, or (calls in flight) the oldest slot's hold ends, sooner when a running
+            call finishes; None when it did not go over, or when it never frees up (no
+            window, a fan-out naming more values than it allows).
     """
 
     rule: str

@@ -11,11 +11,17 @@ framework's objects to and from it. The effects map onto each framework's idiom:
   call, the configured approver, a wait for an out-of-band answer) or raises
   :class:`~callwarden.ApprovalPending`, which the adapter maps onto the framework's pause;
 * halt — the run stops, by the framework's own means.
+
+Recording a call's outcome (any status, on every path: ``run``, ``arun``, ``finish``,
+``afinish``, ``record_outcome``, ``arecord_outcome``) lets go of the slots it holds of
+``concurrent`` limits; a store that fails then is logged, never raised into the agent (the
+slots end with their hold).
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -38,6 +44,7 @@ __all__ = ["Enforcer", "Screened"]
 
 _perf = time.perf_counter
 _UNSET: Any = object()
+log = logging.getLogger("callwarden.limits")
 # Ask decisions reported as pending, kept until the same call comes back settled.
 _MAX_PENDING = 4096
 
@@ -347,7 +354,11 @@ class Enforcer:
         except BaseException as e:
             await self.arecord_outcome(decision, OutcomeStatus.ERROR, started, e)
             raise
-        shown, status, halt, rule, source = await self._ascreen(decision, result)
+        try:
+            shown, status, halt, rule, source = await self._ascreen(decision, result)
+        finally:
+            if decision.budgets:
+                await self.arelease(decision)
         auditor = self.guard.auditor  # inlined arecord_outcome: this is every arun's cost
         if auditor is not None:
             await auditor.aoutcome(decision, status, _perf() - started, None,
@@ -366,7 +377,11 @@ class Enforcer:
         Raises:
             AuditError: the outcome could not be written and the audit is required.
         """
-        screened = Screened(*self._screen(decision, result))
+        try:
+            screened = Screened(*self._screen(decision, result))
+        finally:
+            if decision.budgets:
+                self.release(decision)
         status = OutcomeStatus.ERROR if failed and screened.status is OutcomeStatus.OK \
             else screened.status
         auditor = self.guard.auditor  # inlined record_outcome: this is every run's cost
@@ -376,6 +391,51 @@ class Enforcer:
         if (closing := self._closing(decision, status)) is not None:
             _quietly(closing)
         return screened
+
+    async def afinish(self, decision: Decision, result: Any, started: float, *,
+                      failed: bool = False) -> Screened:
+        """Async twin of :meth:`finish`: the store is written without blocking the loop; the
+        outcome is recorded as :meth:`finish` records it (at once, after its decision, when
+        the audit writes its lines directly)."""
+        try:
+            screened = Screened(*await self._ascreen(decision, result))
+        finally:
+            if decision.budgets:
+                await self.arelease(decision)
+        status = OutcomeStatus.ERROR if failed and screened.status is OutcomeStatus.OK \
+            else screened.status
+        auditor = self.guard.auditor
+        if auditor is not None:
+            auditor.outcome(decision, status, _perf() - started, None,
+                            output_rule=screened.rule, output_source=screened.source)
+        if (closing := self._closing(decision, status)) is not None:
+            await _aquietly(closing)
+        return screened
+
+    # -- the slots of calls in flight ----------------------------------------------------------
+
+    def release(self, decision: Decision) -> bool:
+        """Lets go of the slots a call holds of ``concurrent`` limits, once it has finished
+        (every outcome path does it; call it for a tool you ran yourself after ``check``).
+        Idempotent; never raises: a failure is logged, and the slots end with their hold.
+        Returns whether it succeeded (True when the call held none)."""
+        failure: object = None
+        try:
+            flow = self.guard.engine.release(decision)
+            failure = None if flow is None else drive(flow)
+        except Exception as e:  # a bug must not fail the tool's result either
+            failure = e
+        return _released(decision, failure)
+
+    async def arelease(self, decision: Decision) -> bool:
+        """Async twin of :meth:`release`."""
+        failure: object = None
+        try:
+            flow = self.guard.engine.release(decision)
+            failure = None if flow is None else await adrive(flow)
+        except Exception as e:
+            failure = e
+        return _released(decision, failure)
 
     # -- the output and the record -----------------------------------------------------------
 
@@ -455,8 +515,11 @@ class Enforcer:
     def record_outcome(self, decision: Decision, status: str, started: float,
                        error: BaseException | None = None, *,
                        by: Screened | None = None) -> None:
-        """Writes the outcome event (``ok``, ``error``, ``output_blocked`` ...) when audited;
-        ``by``: the screening of the result, so the event names the output rule that acted."""
+        """Writes the outcome event (``ok``, ``error``, ``output_blocked`` ...) when audited, and
+        lets go of the call's slots of ``concurrent`` limits; ``by``: the screening of the
+        result, so the event names the output rule that acted."""
+        if decision.budgets:
+            self.release(decision)
         auditor = self.guard.auditor
         if auditor is not None:
             auditor.outcome(decision, status, _perf() - started, _error_text(error),
@@ -469,6 +532,8 @@ class Enforcer:
                               error: BaseException | None = None, *,
                               by: Screened | None = None) -> None:
         """Async twin of :meth:`record_outcome`."""
+        if decision.budgets:
+            await self.arelease(decision)
         auditor = self.guard.auditor
         if auditor is not None:
             await auditor.aoutcome(decision, status, _perf() - started, _error_text(error),
@@ -542,6 +607,14 @@ async def _aquietly(flow: Flow[Any]) -> None:
         await adrive(flow)
     except Exception:  # as _quietly
         return
+
+
+def _released(decision: Decision, failure: object) -> bool:
+    if failure is None:
+        return True
+    log.warning("callwarden: the slots of call %s (%s) could not be let go, they end with "
+                "their hold: %s", decision.decision_id, decision.call.tool, failure)
+    return False
 
 
 def _error_text(error: BaseException | None) -> str | None:

@@ -260,11 +260,14 @@ class Guard:
         return self._audited(decision)
 
     def _audited(self, decision: Decision) -> Decision:
-        """Records a decision; one the required audit could not record is refused."""
+        """Records a decision; one the required audit could not record is refused (and lets
+        go of the slots it took)."""
         if self._auditor is not None:
             try:
                 self._auditor.decision(decision)
             except AuditError as e:
+                if decision.budgets and decision.effect.allows:
+                    self._path.release(decision)
                 return _audit_failed(decision, e)
         return decision
 
@@ -291,6 +294,8 @@ class Guard:
             try:
                 await self._auditor.adecision(decision)
             except AuditError as e:
+                if decision.budgets and decision.effect.allows:
+                    await self._path.arelease(decision)
                 return _audit_failed(decision, e)
         return decision
 
@@ -301,6 +306,17 @@ class Guard:
         ``after_untrusted:``) — as ``run`` and every adapter do. Returns False when that could
         not be recorded: then do not show the output to the model."""
         return self._path.record_output(decision, output)
+
+    def release(self, decision: Decision) -> bool:
+        """For a tool you ran yourself after :meth:`check` allowed it: lets go of the slots
+        it holds of ``concurrent`` limits once it has finished (``run``, ``arun`` and every
+        adapter do it when they record the outcome). Idempotent; never raises: returns False
+        when the store failed (the slots then end with their ``hold``)."""
+        return self._path.release(decision)
+
+    async def arelease(self, decision: Decision) -> bool:
+        """Async twin of :meth:`release`."""
+        return await self._path.arelease(decision)
 
     def query(self, tool: str, args: Any = None, **fields: Any) -> Decision:
         """What the policy would decide for a call, changing nothing: limits are read but

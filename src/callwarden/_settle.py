@@ -41,7 +41,7 @@ from callwarden.approvals._approvers import (
     ask_approver,
 )
 from callwarden.approvals._records import ApprovalRequest, Grant, Status, decision_digest
-from callwarden.engine.journal import APPROVAL_CODES
+from callwarden.engine.journal import APPROVAL_CODES, unjournaled
 from callwarden.exceptions import (
     ApprovalError,
     ApprovalInvalid,
@@ -125,8 +125,7 @@ def _journaled(guard: Guard, decision: Decision) -> Flow[Decision]:
                                        approval=approval, force=True)
     if claimed is None:
         return decision
-    unjournaled: Decision = engine.unjournaled(decision)
-    return unjournaled
+    return unjournaled(decision, engine.settings.on_error)
 
 
 def _decide(guard: Guard, approvals: Approvals, decision: Decision, approver: Approver | None,

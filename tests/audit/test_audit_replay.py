@@ -402,3 +402,25 @@ def test_a_percentile_never_passes_the_largest_or_smallest_value(value: float) -
     histogram = LatencyHistogram()
     histogram.add(value)
     assert histogram.percentile(99) == histogram.percentile(1) == value
+
+
+def test_replayed_calls_let_their_slots_go_at_their_recorded_outcome(tmp_path: Path) -> None:
+    """A concurrent limit of 1: ten exports one after the other, each with its outcome, all
+    fit; one that never recorded an outcome still holds its slot for the next."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("version: 1\nrules:\n  - id: one-export\n    match: {tool: export}\n"
+                      "    limit: {concurrent: 1}\n")
+    guard = Guard.from_file(policy)
+    log = tmp_path / "audit.jsonl"
+    with Auditor([JsonlSink(log)]) as auditor:
+        for i in range(10):
+            decision = guard.check("export", {"n": i})
+            auditor.decision(decision)
+            if i != 7:  # the eighth never finished (its process died)
+                auditor.outcome(decision, "ok", 0.001)
+                guard.release(decision)
+            else:
+                guard.release(decision)  # live, its hold ended before the next one came
+    report = replay(policy, log)
+    assert (report.decisions, report.changed) == (10, 2)
+    assert report.transitions == {"allow->deny": 2}

@@ -199,6 +199,25 @@ async def test_two_gateways_share_one_budget(tmp_path: Path) -> None:
     assert len(ran(first.log)) == 3
 
 
+async def test_a_call_through_the_gateway_lets_its_slot_go_with_its_result(
+        tmp_path: Path) -> None:
+    """limit: {concurrent: 1}: one read in flight at a time; each result recorded frees the
+    slot, so reads one after the other all run (an error result included)."""
+    policy = POLICY + """\
+  - id: one-read-at-a-time
+    match: {{tool: "mcp__files__*"}}
+    limit: {{concurrent: 1, per: session}}
+"""
+    setup = Setup(tmp_path, policy)
+    async with setup.session() as session:
+        results = [await session.call_tool("read_file", {"path": f"f{i}"}) for i in range(3)]
+        failed = await session.call_tool("read_file", {})  # the server refuses: no path
+        after = await session.call_tool("read_file", {"path": "g"})
+    assert [r.is_error for r in results] == [False] * 3
+    assert failed.is_error and not after.is_error
+    assert [args["path"] for _, args in ran(setup.log)][-1] == "g"
+
+
 def test_a_client_of_the_2025_protocol_line_by_line(setup: Setup) -> None:
     """``initialize`` (protocol 2025-06-18), then calls: the refusal is a plain tool error."""
     lines = _Lines(setup)

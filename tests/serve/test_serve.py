@@ -652,3 +652,28 @@ def test_the_service_reminds_approvers_of_requests_left_waiting(tmp_path: Path) 
         assert reminders.read_text().split() == [request_id]
     finally:
         assert service.stop() == 0
+
+
+def test_an_outcome_lets_go_of_the_calls_slot_of_a_concurrent_limit(tmp_path: Path) -> None:
+    """limit: {concurrent: 1}: a second export waits for the first, whose outcome (sent back
+    with the decision /v1/decide answered) frees its slot; an error outcome frees it too."""
+    policy = POLICY.replace("rules:\n", "rules:\n  - id: one-export-at-a-time\n"
+                            "    match: {{tool: export}}\n"
+                            "    limit: {{concurrent: 1, per: session}}\n", 1)
+    service = Service(tmp_path, policy=policy)
+    try:
+        first = service.decide("export", {"table": "a"}, session="e1")
+        waiting = service.decide("export", {"table": "b"}, session="e1")
+        assert first["effect"] == "allow" and first["budgets"][0]["remaining"] == 0
+        assert (waiting["effect"], waiting["rule"]) == ("deny", "one-export-at-a-time")
+        assert "calls in flight" in waiting["message"] and waiting["budgets"][0]["reset_at"]
+        status, _, _ = service.request("POST", "/v1/outcome", {"decision": first,
+                                                               "result": "exported"})
+        assert status == 200
+        second = service.decide("export", {"table": "b"}, session="e1")
+        assert second["effect"] == "allow"
+        status, _, _ = service.request("POST", "/v1/outcome", {
+            "decision": second, "result": "disk full", "failed": True})
+        assert status == 200 and service.decide("export", {}, session="e1")["effect"] == "allow"
+    finally:
+        assert service.stop() == 0

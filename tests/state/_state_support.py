@@ -140,6 +140,12 @@ class Api:
             return self.store.consume(counters, now=now, commit=commit, **more)
         return await self.store.aconsume(counters, now=now, commit=commit, **more)
 
+    async def release(self, counters: Sequence[Counter], **more: Any) -> None:
+        if self.mode == "sync":
+            self.store.release(counters, **more)
+        else:
+            await self.store.arelease(counters, **more)
+
     async def record(self, session: str, tool: str, effect: str, *, now: float) -> None:
         if self.mode == "sync":
             self.store.record(session, tool, effect, now=now)

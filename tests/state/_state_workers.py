@@ -26,6 +26,24 @@ def consume_many(url: str, key: str, limit: int, calls: int, barrier: Any, resul
         store.close()
 
 
+def hold_many(url: str, key: str, limit: int, calls: int, barrier: Any, results: Any) -> None:
+    """Opens its own store, waits for the others, then tries to hold a slot ``calls`` times
+    (a member of its own each time, never released); reports how many it got."""
+    import os
+
+    store = open_store(url, timeout=30.0)
+    try:
+        barrier.wait()
+        got = 0
+        for i in range(calls):
+            slot = Counter(key, limit, 3600.0, members=(f"{os.getpid()}-{i}",))
+            [state] = store.consume([slot], now=time.time(), commit=True)
+            got += not state.exceeded
+        results.put(got)
+    finally:
+        store.close()
+
+
 def guard_check_many(url: str, policy: dict[str, Any], calls: int, barrier: Any,
                      results: Any) -> None:
     """Builds a Guard on the shared store and makes ``calls`` decisions; reports allowed ones."""

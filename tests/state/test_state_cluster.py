@@ -246,17 +246,52 @@ def test_a_refusal_in_a_later_slot_keeps_attempts_counted(redis_cluster: RedisCl
     assert usage(store, global_budget(window=3600.0)) == 2
 
 
+def held_by(session: str, *members: str, limit: float = 5) -> Counter:
+    return Counter(f"fanout|session={session}", limit, 600.0, members=members, shard=session)
+
+
+def held_count(store: RedisStore, counter: Counter) -> float:
+    [state] = store.consume([Counter(counter.key, 1e12, counter.window, members=("?",),
+                                     shard=counter.shard)], now=T, commit=False)
+    return state.used
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_refusal_in_a_later_slot_gives_back_the_members_this_call_added(
+        redis_cluster: RedisCluster, store: RedisStore, mode: str) -> None:
+    """A member held before the call stays held; those the call brought are let go."""
+    [session] = sessions_around(redis_cluster, store, "m", 1, before=True)
+    store.consume([held_by(session, "a")], now=T, commit=True)
+    store.consume([global_budget(0)], now=T, commit=True)  # the later slot refuses all
+    [[fanout, refused]] = await _burst(store, mode, [[held_by(session, "a", "b", "c"),
+                                                      global_budget(0)]])
+    assert (fanout.exceeded, refused.exceeded) == (False, True)
+    assert held_count(store, held_by(session)) == 1.0
+
+
+async def test_a_slot_is_released_on_its_node(redis_cluster: RedisCluster,
+                                              store: RedisStore) -> None:
+    sessions = sessions_around(redis_cluster, store, "r", 2, before=True)
+    slots = [held_by(s, "call-1", limit=1) for s in sessions]
+    store.consume(slots, now=T, commit=True)
+    store.release(slots[:1])
+    await store.arelease(slots[1:])
+    assert [held_count(store, c) for c in slots] == [0.0, 0.0]
+
+
 def test_states_across_slots_are_those_of_one_script(redis_cluster: RedisCluster,
                                                      store: RedisStore) -> None:
-    """used, exceeded and reset_at per counter, as a single server reports them."""
+    """used, exceeded, reset_at and last_at per counter, as a single server reports them."""
     rate = Counter("rate|session=r1", 2, 60.0, shard="r1")
     apart(redis_cluster, store, "r1")
     glob = global_budget(5, window=100.0)
     seen = [store.consume([rate, glob], now=T + i, commit=True) for i in range(4)]
     assert seen[0] == [CounterState(0.0, False), CounterState(0.0, False)]
-    assert seen[1] == [CounterState(1.0, False), CounterState(1.0, False)]
-    assert seen[2] == [CounterState(2.0, True, T + 60.0), CounterState(2.0, False)]
-    assert seen[3] == [CounterState(2.0, True, T + 60.0), CounterState(2.0, False)]
+    assert seen[1] == [CounterState(1.0, False, None, T), CounterState(1.0, False, None, T)]
+    assert seen[2] == [CounterState(2.0, True, T + 60.0, T + 1),
+                       CounterState(2.0, False, None, T + 1)]
+    assert seen[3] == [CounterState(2.0, True, T + 60.0, T + 1),
+                       CounterState(2.0, False, None, T + 1)]
 
 
 @pytest.mark.parametrize(("hits", "expected"), [

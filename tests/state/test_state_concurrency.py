@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from _state_support import RedisServer, unique_prefix
-from _state_workers import consume_many
+from _state_workers import consume_many, hold_many
 
 from callwarden.state import Counter, StateStore, open_store
 
@@ -50,12 +51,72 @@ def test_concurrent_threads_respect_a_weighted_budget(store: StateStore) -> None
     assert sum(not r[0].exceeded for r in results) == 20
 
 
-def run_processes(url: str, key: str) -> int:
+def slot(member: str, limit: float = 3) -> Counter:
+    return Counter("in-flight", limit, 600.0, members=(member,))
+
+
+async def test_concurrent_acquirers_of_three_slots_get_exactly_three(store: StateStore) -> None:
+    results = await asyncio.gather(
+        *(store.aconsume([slot(f"call-{i}")], now=T, commit=True) for i in range(300)))
+    assert sum(not r[0].exceeded for r in results) == 3
+    [state] = await store.aconsume([slot("query")], now=T, commit=False)
+    assert state.used == 3.0
+
+
+def test_concurrent_threads_get_exactly_three_slots(store: StateStore) -> None:
+    def worker(n: int) -> int:
+        return sum(not store.consume([slot(f"t{n}-{i}")], now=T, commit=True)[0].exceeded
+                   for i in range(20))
+
+    with ThreadPoolExecutor(16) as pool:
+        assert sum(pool.map(worker, range(16))) == 3
+
+
+def test_holders_and_releasers_at_once_never_hold_more_than_the_limit(
+        store: StateStore) -> None:
+    """Each thread takes a slot, holds it a moment and releases it, over and over: the calls
+    in flight (counted here, down before each release) never pass 3, and every slot is let go
+    in the end."""
+    lock, running, most = threading.Lock(), [0], [0]
+
+    def worker(n: int) -> int:
+        got = 0
+        for i in range(30):
+            mine = slot(f"t{n}-{i}")
+            if store.consume([mine], now=T, commit=True)[0].exceeded:
+                continue
+            got += 1
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            with lock:
+                running[0] -= 1
+            store.release([mine])
+        return got
+
+    with ThreadPoolExecutor(8) as pool:
+        got = sum(pool.map(worker, range(8)))
+    [state] = store.consume([slot("query")], now=T, commit=False)
+    assert got >= 3 and most[0] <= 3 and state.used == 0.0
+
+
+async def test_concurrent_fan_outs_count_each_value_once(store: StateStore) -> None:
+    """100 calls at once over 20 values (5 calls per value) against a fan-out of 10: every
+    call whose value is held passes, and exactly 10 values are held."""
+    fanout = [Counter("fanout", 10, 600.0, members=(f"v{i % 20}",)) for i in range(100)]
+    results = await asyncio.gather(*(store.aconsume([c], now=T, commit=True) for c in fanout))
+    passed = {c.members for c, r in zip(fanout, results, strict=True) if not r[0].exceeded}
+    [state] = await store.aconsume([Counter("fanout", 10, 600.0, members=("?",))], now=T,
+                                   commit=False)
+    assert len(passed) == 10 and state.used == 10.0
+
+
+def run_processes(url: str, key: str, target: object = consume_many) -> int:
     """Runs 4 spawned processes x 250 calls against a limit of 100; returns how many passed."""
     context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(4), context.Queue()
     workers = [
-        context.Process(target=consume_many, args=(url, key, 100, 250, barrier, results))
+        context.Process(target=target, args=(url, key, 100, 250, barrier, results))
         for _ in range(4)
     ]
     for worker in workers:
@@ -93,3 +154,10 @@ def test_processes_leave_exactly_the_limit_counted(
     with open_store(url) as store:
         [state] = store.consume([Counter("k", 100, 3600.0)], now=time.time(), commit=False)
     assert state.used == 100.0
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "redis-cluster"])
+def test_processes_hold_exactly_the_slots_there_are(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    assert run_processes(shared_url(kind, tmp_path, request), "slots", hold_many) == 100

@@ -231,6 +231,89 @@ async def test_keys_with_unusual_characters_are_kept_apart(api) -> None:
     assert not state.exceeded
 
 
+async def test_last_at_is_when_the_newest_event_happened(api) -> None:
+    await api.consume([rate(limit=10)], now=T)
+    await api.consume([rate(limit=10)], now=T + 3)
+    [state] = await api.consume([rate(limit=10)], now=T + 4)
+    assert state.last_at == T + 3
+
+
+async def test_last_at_is_none_without_an_event_in_the_window(api) -> None:
+    [first] = await api.consume([rate()], now=T)
+    [later] = await api.consume([rate()], now=T + 10)
+    await api.consume([rate("budget", window=None)], now=T)
+    [budget] = await api.consume([rate("budget", window=None)], now=T)
+    assert (first.last_at, later.last_at, budget.last_at) == (None, None, None)
+
+
+def spaced(limit: float = 10, spacing: tuple[float, ...] = (2.0, 4.0), **kw: object) -> Counter:
+    return Counter("retry", limit, 600.0, spacing=spacing, **kw)  # type: ignore[arg-type]
+
+
+async def test_a_call_too_soon_after_the_last_is_exceeded(api) -> None:
+    await api.consume([spaced()], now=T)
+    [soon] = await api.consume([spaced()], now=T + 1.5)
+    [spaced_enough] = await api.consume([spaced()], now=T + 2)
+    assert (soon.exceeded, spaced_enough.exceeded) == (True, False)
+
+
+async def test_the_wait_grows_with_the_events_and_then_stays(api) -> None:
+    """spacing[n - 1] after the n-th event, its last value from then on."""
+    allowed = []
+    for t in (0, 2, 5.9, 6, 9.9, 10, 13.9, 14):
+        [state] = await api.consume([spaced()], now=T + t)
+        allowed.append(not state.exceeded)
+    assert allowed == [True, True, False, True, False, True, False, True]
+
+
+async def test_a_spaced_out_call_says_when_it_may_come(api) -> None:
+    await api.consume([spaced()], now=T)
+    await api.consume([spaced()], now=T + 2)
+    [state] = await api.consume([spaced()], now=T + 3)
+    assert (state.exceeded, state.reset_at, state.last_at) == (True, T + 6, T + 2)
+
+
+async def test_an_attempt_too_soon_counts_and_restarts_the_wait(api) -> None:
+    """An always counter counts the refused attempt: the wait starts again from it."""
+    attempts = spaced(always=True)
+    await api.consume([attempts], now=T)
+    [state] = await api.consume([attempts], now=T + 1)
+    [retry] = await api.consume([attempts], now=T + 4.5)
+    assert (state.exceeded, state.reset_at) == (True, T + 5)
+    assert (retry.used, retry.exceeded, retry.reset_at) == (2.0, True, T + 8.5)
+
+
+async def test_a_spaced_out_call_counts_no_other_counter(api) -> None:
+    budget = rate("budget", limit=10, window=None)
+    await api.consume([spaced(always=True), budget], now=T)
+    states = await api.consume([spaced(always=True), budget], now=T + 1)
+    [after] = await api.consume([budget], now=T + 1, commit=False)
+    assert [s.exceeded for s in states] == [True, False] and after.used == 1.0
+
+
+@pytest.mark.parametrize(("wait", "frees"), [(300.0, T + 600), (900.0, T + 901)])
+async def test_over_the_limit_and_spaced_out_frees_at_the_later_of_both(
+        api, wait: float, frees: float) -> None:
+    limited = spaced(limit=2, spacing=(1.0, wait))
+    await api.consume([limited], now=T)
+    await api.consume([limited], now=T + 1)
+    [state] = await api.consume([limited], now=T + 2)
+    assert (state.exceeded, state.reset_at) == (True, frees)
+
+
+async def test_a_spaced_out_attempt_that_fills_the_limit_frees_with_the_limit(api) -> None:
+    attempts = spaced(limit=2, spacing=(5.0,), always=True)
+    await api.consume([attempts], now=T)
+    [state] = await api.consume([attempts], now=T + 1)  # too soon, and it counts: 2 of 2
+    assert (state.used, state.exceeded, state.reset_at) == (1.0, True, T + 600)
+
+
+async def test_spacing_leaves_the_first_call_of_a_window_free(api) -> None:
+    await api.consume([spaced()], now=T)
+    [state] = await api.consume([spaced()], now=T + 600)
+    assert (state.used, state.exceeded) == (0.0, False)
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [
@@ -241,6 +324,9 @@ async def test_keys_with_unusual_characters_are_kept_apart(api) -> None:
         ("weight", -0.5),
         ("weight", math.inf),
         ("key", ""),
+        ("spacing", (math.inf,)),
+        ("spacing", (-1.0,)),
+        ("spacing", [1.0]),
     ],
 )
 def test_counter_rejects_invalid_values(field: str, value: object) -> None:

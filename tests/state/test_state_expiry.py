@@ -114,3 +114,29 @@ def test_redis_ttls_are_configurable_by_url(redis_server: RedisServer) -> None:
         assert isinstance(store, RedisStore)
         assert 0 < _pttl(redis_server, store._counter_keys(budget())[0]) <= 60_000
         assert 0 < _pttl(redis_server, store._history_key("s")) <= 30_000
+
+
+def slots(*members: str) -> Counter:
+    return Counter("slots", 5, 600.0, members=members)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_members_whose_hold_ended_are_swept(kind, tmp_path) -> None:
+    store: StateStore = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.db")
+    store.consume([slots("a", "b")], now=T, commit=True)
+    store.consume([budget()], now=T + 600 + 61, commit=True)  # a later write sweeps
+    if isinstance(store, MemoryStore):
+        assert store._members == {}
+    else:
+        db = store._connect()
+        assert db.execute("SELECT count(*) FROM callwarden_members").fetchone() == (0,)
+    store.close()
+
+
+def test_redis_members_expire_with_their_newest_hold(redis_server: RedisServer) -> None:
+    with RedisStore(redis_server.url, prefix=unique_prefix()) as store:
+        key = store._counter_keys(slots("a"))[0]
+        store.consume([slots("a")], now=T, commit=True)
+        store.consume([slots("b")], now=T + 300, commit=True)
+        # the newest hold's 600 s from the call that made it, plus a second's margin
+        assert 590_000 < _pttl(redis_server, key) <= 601_000

@@ -220,3 +220,37 @@ def test_callwardens_own_state_folder_is_made_private(tmp_path: Path, monkeypatc
         store.consume(COUNTER, now=1.0, commit=True)
     assert path.exists()
     assert (path.parent.stat().st_mode & 0o777) == 0o700
+
+
+SLOT = [Counter("slots", 3, 600.0, members=("call-1",))]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_releasing_on_a_redis_that_is_down_raises_store_unavailable(
+    own_redis_server: RedisServer, mode: str,
+) -> None:
+    store = RedisStore(own_redis_server.url, timeout=TIMEOUT)
+    try:
+        store.consume(SLOT, now=1.0, commit=True)
+        own_redis_server.stop()
+        with pytest.raises(StoreUnavailable, match="Redis store"):
+            if mode == "sync":
+                store.release(SLOT)
+            else:
+                await store.arelease(SLOT)
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_release_past_its_deadline_raises_and_lets_nothing_go(store, mode: str) -> None:
+    store.consume(SLOT, now=1.0, commit=True)
+    late = time.perf_counter() - 1.0
+    with pytest.raises(StoreUnavailable):
+        if mode == "sync":
+            store.release(SLOT, deadline=late)
+        else:
+            await store.arelease(SLOT, deadline=late)
+    [state] = store.consume([Counter("slots", 3, 600.0, members=("other",))], now=2.0,
+                            commit=False)
+    assert state.used == 1.0

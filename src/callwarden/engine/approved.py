@@ -58,7 +58,8 @@ def count_approved(engine: Engine, decision: Decision) -> Flow[Decision]:
                      if m.code == "limit.exceeded" and m.effect is Effect.ASK}
     counters: list[Counter] = []
     owners: list[Rule] = []
-    for rule, counter in engine._limit_counters(plan, call, subject, current):
+    for rule, counter in engine._limit_counters(plan, call, subject, current,
+                                                decision.decision_id):
         if isinstance(counter, Entry):
             return _refuse_approved(decision, counter)
         if counter.always:
@@ -66,7 +67,7 @@ def count_approved(engine: Engine, decision: Decision) -> Flow[Decision]:
         if rule.id in approved_over:
             # The person approved going over this limit: count it, never stop on it.
             counter = Counter(counter.key, _NO_LIMIT, counter.window, counter.weight,
-                              shard=counter.shard)
+                              shard=counter.shard, members=counter.members)
         counters.append(counter)
         owners.append(rule)
     if not counters and session is None:
@@ -82,9 +83,9 @@ def count_approved(engine: Engine, decision: Decision) -> Flow[Decision]:
                               "record": record}, deadline)
     if isinstance(states, StoreFailure):
         return _refuse_approved(decision, engine._store_error(states))
-    for rule, state in zip(owners, states, strict=True):
+    for rule, state, counter in zip(owners, states, counters, strict=True):
         if state.exceeded and (rule.mode or engine.settings.mode) is Mode.ENFORCE:
-            entry = limit_entry(rule, state, now, engine.settings.mode)
+            entry = limit_entry(rule, state, now, engine.settings.mode, counter)
             refusal = entry.verdict._replace(effect=_refusal(rule))
             return _refuse_approved(decision, entry._replace(verdict=refusal))
     return decision._replace(budgets=budgets_of([r.id for r in owners], counters, states,

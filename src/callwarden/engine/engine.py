@@ -25,7 +25,7 @@ from callwarden.conditions.base import Subject
 from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
 from callwarden.engine.facts import FactsUse
 from callwarden.engine.index import Plan, RuleIndex, refuses_every_call
-from callwarden.engine.journal import Journal, JournalSettings, in_doubt
+from callwarden.engine.journal import Journal, JournalSettings, journaled
 from callwarden.engine.limits import budgets_of, limit_entry
 from callwarden.engine.output import OutputCheck, check_output
 from callwarden.engine.rules import NameSet, Rule
@@ -287,18 +287,22 @@ class Engine:
             entries.append(self._store_error(failed))
         self._validate(plan, call, subject, entries, None)
         budgets: tuple[Budget, ...] = ()
+        taken: list[Counter] = []
         if plan.limits:
             step, owners, now = self._count(plan, call, call, subject, entries, dry, None,
-                                            deadline)
+                                            deadline, decision_id)
             if step is not None:
-                budgets = self._counted(owners, step, step.run(), now, entries)
+                budgets, taken = self._counted(owners, step, step.run(), now, entries)
         decision = self._decide(call, call, profile, entries, started, decision_id, budgets)
+        if taken and not decision.effect.allows:
+            self._let_go(taken).run()  # refused after all (the deadline): it holds no slot
         if plan.remembers(args) and (writes := self.facts.after(
                 self, subject, not dry and decision.effect.allows, deadline)):
             drive(writes)
         if named and self.journal.covers(call, profile, decision_id,
                                          approved=decision.effect is Effect.ASK):
-            decision = drive(self._journaled(decision, dry, deadline))
+            decision = drive(journaled(self.journal, decision, dry, deadline,
+                                         self.settings.on_error))
         return decision
 
     def flow(self, call: ToolCall, started: float, decision_id: str, *,
@@ -365,19 +369,23 @@ class Engine:
 
         recorded = False
         budgets: tuple[Budget, ...] = ()
+        taken: list[Counter] = []
         if plan.limits:
             step, owners, now = self._count(plan, call, current, subject, entries, dry,
-                                            history_session, deadline)
+                                            history_session, deadline, decision_id)
             if step is not None:
                 recorded = step.kwargs["record"] is not None
-                budgets = self._counted(owners, step, (yield step), now, entries)
+                budgets, taken = self._counted(owners, step, (yield step), now, entries)
         decision = self._decide(call, current, profile, entries, started, decision_id, budgets)
+        if taken and not decision.effect.allows:
+            yield self._let_go(taken)  # refused after all (the deadline): it holds no slot
         if plan.mutators or plan.remembers(current.args):
             yield from self.facts.after(self, subject, not dry and decision.effect.allows,
                                         deadline)
         if self.journal.covers(call, profile, decision_id,
                                approved=decision.effect is Effect.ASK):
-            decision = yield from self._journaled(decision, dry, deadline)
+            decision = yield from journaled(self.journal, decision, dry, deadline,
+                                            settings.on_error)
         if history_session is not None and not recorded:
             assert store is not None
             # A failed write only loses history; the next read of it fails closed.
@@ -386,56 +394,21 @@ class Engine:
                             {"now": self.clock(), "deadline": deadline}, deadline)
         return decision
 
-    def _journaled(self, decision: Decision, dry: bool, deadline: float) -> Flow[Decision]:
-        """The decision of a call the journal may hold (a caller's call id; side effects, or
-        an ask a person may approve): made no looser when an earlier attempt is in doubt, and
-        written as ``executing`` when it lets the call run (not for a dry decision; an
-        approved call is written when its approval is used). A call whose entry cannot be
-        read or written is refused (``on_error``)."""
-        journal = self.journal
-        if dry or not decision.effect.allows:
-            found = yield from journal.read(decision.call, deadline)
-        else:
-            found = yield from journal.claim(decision, deadline)
-        if isinstance(found, StoreFailure):
-            return self.unjournaled(decision)
-        if found is None:
-            return decision  # not in doubt (and written, when it runs)
-        decision = in_doubt(decision, found, journal.settings.on_in_doubt)
-        if dry or not decision.effect.allows:
-            return decision
-        # on_in_doubt: allow — it runs again, journaled as this attempt
-        claimed = yield from journal.claim(decision, deadline, force=True)
-        return decision if claimed is None else self.unjournaled(decision)
-
-    def unjournaled(self, decision: Decision) -> Decision:
-        """A call that may not run because its journal entry could not be written (the
-        policy's ``on_error``; ``allow`` lets it run unjournaled)."""
-        effect = self.settings.on_error
-        if effect.allows:
-            return decision
-        reason = Reason("state_unavailable", "the state store could not read or record "
-                        "that the call is starting (the journal of calls with side effects); "
-                        "failing closed", "journal")
-        return decision._replace(
-            effect=effect, args=decision.call.args, reasons=(reason, *decision.reasons),
-            rule="journal", source=None,
-            message=decision_message(effect, decision.call.tool, "journal", None, (reason,)))
-
     def _count(self, plan: Plan, call: ToolCall, current: ToolCall, subject: Subject,
                entries: list[Entry], dry: bool, history_session: str | None,
-               deadline: float) -> tuple[StoreStep | None, list[Rule], float]:
+               deadline: float, member: str) -> tuple[StoreStep | None, list[Rule], float]:
         """The store step that checks and counts the call's limits, their rules, and the time
         they count at; no step when no limit applies (a limit whose counter cannot be built
         adds its error entry instead).
 
         Limits go last: budgets count only calls everything else allows, and all of a call's
         counters are checked and counted in one atomic store round trip, together with the
-        session history when the policy keeps one.
+        session history when the policy keeps one. ``member`` holds the call's slots of
+        ``concurrent`` limits (the decision's id).
         """
         counters = []
         owners = []
-        for rule, counter in self._limit_counters(plan, call, subject, current):
+        for rule, counter in self._limit_counters(plan, call, subject, current, member):
             if isinstance(counter, Entry):
                 entries.append(counter)
                 continue
@@ -458,28 +431,54 @@ class Engine:
                          deadline), owners, now
 
     def _counted(self, owners: list[Rule], step: StoreStep, states: Any, now: float,
-                 entries: list[Entry]) -> tuple[Budget, ...]:
+                 entries: list[Entry]) -> tuple[tuple[Budget, ...], list[Counter]]:
         """Adds the entries of the limits the store found exceeded (or its failure); what
-        each limit has left."""
+        each limit has left, and the slots of calls in flight the call took."""
         if isinstance(states, StoreFailure):
             entries.append(self._store_error(states))
-            return ()
+            return (), []
+        counters = step.args[0]
         # a rule counting per value (per recipient) says so once, however many it exceeds
-        exceeded = {id(r): (r, s) for r, s in zip(owners, states, strict=True) if s.exceeded}
-        entries.extend(limit_entry(rule, state, now, self.settings.mode) for rule, state in exceeded.values())
-        return budgets_of([r.id for r in owners], step.args[0], states, step.kwargs["commit"])
+        exceeded = {id(r): (r, s, c) for r, s, c in zip(owners, states, counters, strict=True)
+                    if s.exceeded}
+        mode = self.settings.mode
+        entries.extend(limit_entry(rule, state, now, mode, counter)
+                       for rule, state, counter in exceeded.values())
+        commit = step.kwargs["commit"]
+        taken = [] if exceeded or not commit else [
+            c for r, c in zip(owners, counters, strict=True) if r.limit.kind == "concurrent"]
+        return budgets_of([r.id for r in owners], counters, states, commit), taken
+
+    def _let_go(self, slots: list[Counter]) -> StoreStep:
+        """The store step that lets go of a call's slots of ``concurrent`` limits."""
+        store = self.store
+        assert store is not None
+        deadline = _perf() + self.settings.timeout  # its own: the call's may have passed
+        return StoreStep(store.release, store.arelease, (slots,), {"deadline": deadline},
+                         deadline)
+
+    def release(self, decision: Decision) -> Flow[StoreFailure | None] | None:
+        """Lets go of the slots of ``concurrent`` limits a decided call holds (see
+        :func:`~.slots.slots_of`): a flow of one store step returning its failure, if any;
+        None when the call holds none."""
+        from callwarden.engine.slots import slots_of
+
+        slots = slots_of(self, decision) if decision.budgets and self.store is not None else []
+        return _released(self._let_go(slots)) if slots else None
 
     def _limit_counters(self, plan: Plan, call: ToolCall, subject: Subject,
-                        current: ToolCall) -> Iterator[tuple[Rule, Counter | Entry]]:
+                        current: ToolCall, member: str
+                        ) -> Iterator[tuple[Rule, Counter | Entry]]:
         """(rule, its counter for this call) for every limit rule that applies; a rule whose
-        counter cannot be built (a missing or bad amount) comes with its error entry instead."""
+        counter cannot be built (a missing or bad amount) comes with its error entry instead.
+        ``member``: what holds the call's slots of ``concurrent`` limits."""
         for rule in plan.limits:
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue
             try:
                 if not rule.applies(subject):
                     continue
-                counters = rule.limit.counters(rule.id, current, subject.profile)
+                counters = rule.limit.counters(rule.id, current, subject.profile, member)
             except Exception as e:
                 yield rule, Entry(rule.id, rule.source, self.error_verdict(rule, e),
                                   Mode.ENFORCE, rule.order)
@@ -752,6 +751,11 @@ class Engine:
 
 _REFUSALS = frozenset({Effect.DENY, Effect.ASK, Effect.HALT})
 _REFUSAL_CACHE = 4096
+
+
+def _released(step: StoreStep) -> Flow[StoreFailure | None]:
+    result = yield step
+    return result if isinstance(result, StoreFailure) else None
 
 
 def _by_order(entry: Entry) -> int:

@@ -27,12 +27,13 @@ from typing import Any
 from callwarden._call import ToolCall
 from callwarden._decision import Decision, Effect, Reason
 from callwarden._flow import Flow
-from callwarden._messages import in_doubt_message
+from callwarden._messages import decision_message, in_doubt_message
 from callwarden._profiles import SideEffect, ToolProfile
 from callwarden.approvals._records import call_digest
 from callwarden.engine.steps import StoreFailure, StoreStep
 
-__all__ = ["APPROVAL_CODES", "IN_DOUBT", "Journal", "JournalSettings", "in_doubt", "journal_key"]
+__all__ = ["APPROVAL_CODES", "IN_DOUBT", "Journal", "JournalSettings", "in_doubt", "journal_key",
+           "journaled", "unjournaled"]
 
 _SIDE_EFFECTS = frozenset({SideEffect.WRITE, SideEffect.DESTRUCTIVE, SideEffect.EXTERNAL})
 #: Reason codes of a decision a person's approval (or a standing grant) let through.
@@ -238,3 +239,40 @@ def in_doubt(decision: Decision, entry: Mapping[str, Any], effect: Effect) -> De
     return decision._replace(effect=effect, args=args, reasons=reasons,
                              rule="journal", source=None,
                              message=in_doubt_message(decision.call.tool, effect, text, None))
+
+
+def journaled(journal: Journal, decision: Decision, dry: bool, deadline: float,
+              on_error: Effect) -> Flow[Decision]:
+    """The decision of a call the journal may hold (a caller's call id; side effects, or an
+    ask a person may approve): made no looser when an earlier attempt is in doubt, and written
+    as ``executing`` when it lets the call run (not for a dry decision; an approved call is
+    written when its approval is used). A call whose entry cannot be read or written is
+    refused (``on_error``)."""
+    if dry or not decision.effect.allows:
+        found = yield from journal.read(decision.call, deadline)
+    else:
+        found = yield from journal.claim(decision, deadline)
+    if isinstance(found, StoreFailure):
+        return unjournaled(decision, on_error)
+    if found is None:
+        return decision  # not in doubt (and written, when it runs)
+    decision = in_doubt(decision, found, journal.settings.on_in_doubt)
+    if dry or not decision.effect.allows:
+        return decision
+    # on_in_doubt: allow — it runs again, journaled as this attempt
+    claimed = yield from journal.claim(decision, deadline, force=True)
+    return decision if claimed is None else unjournaled(decision, on_error)
+
+
+def unjournaled(decision: Decision, on_error: Effect) -> Decision:
+    """A call that may not run because its journal entry could not be read or written (the
+    policy's ``on_error``; ``allow`` lets it run unjournaled)."""
+    if on_error.allows:
+        return decision
+    reason = Reason("state_unavailable", "the state store could not read or record that the "
+                    "call is starting (the journal of calls with side effects); failing "
+                    "closed", "journal")
+    return decision._replace(
+        effect=on_error, args=decision.call.args, reasons=(reason, *decision.reasons),
+        rule="journal", source=None,
+        message=decision_message(on_error, decision.call.tool, "journal", None, (reason,)))

@@ -48,11 +48,14 @@ class CaseResult:
 def decide_case(engine: Engine, case: Mapping[str, Any]) -> Decision:
     """Decides the call a test case describes, after its ``earlier`` calls in the same
     session (each decided; one allowed with an ``output`` ran and returned it, remembered as
-    running it through the enforcement path would be)."""
+    running it through the enforcement path would be, and finished: one without is still
+    running, in flight for ``concurrent`` limits). The case's calls let go of their slots at
+    its end, so that no case holds one for another."""
     fields = {k: case[k] for k in _CALL_FIELDS if k in case}
     context = case.get("context")
     if "request" in case:  # the user's request: context.request, as guard.check(request=...)
         context = {**(context or {}), "request": case["request"]}
+    running: list[Decision] = []
     if case.get("earlier"):
         fields.setdefault("session", f"example-{new_id()}")  # a session of the case's own
         for step in case["earlier"]:
@@ -60,7 +63,20 @@ def decide_case(engine: Engine, case: Mapping[str, Any]) -> Decision:
                                     **fields)
             if "output" in step and earlier.effect.allows:
                 _ran(engine, earlier, step["output"])
-    return engine.decide(case["tool"], case.get("args") or {}, context=context, **fields)
+                _finished(engine, earlier)
+            else:
+                running.append(earlier)
+    decision = engine.decide(case["tool"], case.get("args") or {}, context=context, **fields)
+    for call in (decision, *running):
+        _finished(engine, call)
+    return decision
+
+
+def _finished(engine: Engine, decision: Decision) -> None:
+    """Lets go of the slots of ``concurrent`` limits a decided call holds."""
+    flow = engine.release(decision) if decision.effect.allows else None
+    if flow is not None:
+        drive(flow)
 
 
 def _ran(engine: Engine, decision: Decision, output: Any) -> None:

@@ -8,13 +8,15 @@ whatever the log's size.
 Replay decides on what the log holds: *redacted* arguments and context (a secret became
 ``[REDACTED:aws_access_key_id]``, long strings were cut). A rule that looks at a redacted
 value may decide differently than it did live; such calls are counted in ``redacted``.
-Rate limits and time windows count against the replay's own clock, not the recorded times.
+Rate limits and time windows count against the replay's own clock, not the recorded times. A
+call re-decided into a slot of a ``concurrent`` limit lets it go at its recorded outcome (one
+without an outcome, not run or never finished, holds it on).
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from callwarden.review.reader import EventReader, require_events
 __all__ = ["Change", "ReplayReport", "parse_transition", "replay", "replay_events"]
 
 _EFFECTS = ("allow", "modify", "ask", "deny", "halt")
+_RUNNING = 65536  # re-decided calls waiting for their recorded outcome, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,9 +186,15 @@ def replay_events(guard: Any, events: Iterable[dict[str, Any]], *, show: int = 2
     report.policy = guard.engine.settings.name
     check = guard.check
     started = time.perf_counter()
+    # Recorded decision id -> the re-decided call, for those that may hold slots.
+    running: OrderedDict[Any, Any] = OrderedDict()
     for event in events:
         if event.get("type") != "decision":
             report.other_events += 1
+            if event.get("type") == "outcome" and running:
+                ran = running.pop(event.get("decision_id"), None)
+                if ran is not None:
+                    guard.release(ran)
             continue
         report.decisions += 1
         if event.get("rule") == "input" and not event.get("matched"):
@@ -204,6 +213,10 @@ def replay_events(guard: Any, events: Iterable[dict[str, Any]], *, show: int = 2
                          session=event.get("session"), principal=event.get("principal"),
                          framework=event.get("framework"),
                          context=context if isinstance(context, dict) and context else None)
+        if decision.budgets and decision.effect.allows:
+            running[event.get("decision_id")] = decision
+            if len(running) > _RUNNING:
+                running.popitem(last=False)  # its slots end with their hold
         old = str(event.get("effect"))
         new = decision.effect.value
         if old == new:

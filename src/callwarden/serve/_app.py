@@ -186,8 +186,9 @@ class Service:
                 raise _Problem(400, "bad_request", "'duration_ms' must be the milliseconds "
                                                    "the tool ran (a number, 0 or more)")
             started -= duration / 1000
-        screened = Enforcer(self.guard).finish(decision, body.get("result"), started,
-                                               failed=failed)
+        # The decision read back lets go of its slots of concurrent limits (see engine/slots).
+        screened = await Enforcer(self.guard).afinish(decision, body.get("result"), started,
+                                                      failed=failed)
         return {"status": str(screened.status), "result": json_safe(screened.shown),
                 "halt": screened.halt, "rule": screened.rule, "source": screened.source}
 

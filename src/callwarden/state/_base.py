@@ -17,7 +17,14 @@ window ``w`` *expires* at ``e = t + w`` (one float addition, stored as is). At t
 counts when ``now < e``: the boundary is exclusive, so the event stops counting at
 ``t + w`` exactly. Events stamped after ``now`` (another process's clock running ahead) still
 count: undercounting would let calls through, overcounting only delays them. A key must always
-be used with the same window.
+be used with the same window, and with members or without.
+
+A counter with **members** counts distinct members instead of weights (the calls in flight,
+the recipients of a fan-out): each member of a counted call expires at ``now + w`` (one the key
+holds already has its expiry moved on, never back), :meth:`LimitStore.release` removes
+members, and usage is the number of members the key holds other than the call's own, which
+each weigh 1. A counter with a **spacing** refuses a call that comes too soon after the newest
+event in its window (a retry's backoff).
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ __all__ = [
     "encode_value",
     "exceeds",
     "reset_time",
+    "spaced_out",
+    "spaced_reset",
+    "spacing_wait",
     "unchanged",
 ]
 
@@ -86,6 +96,14 @@ class Counter:
             session of that name, share a Redis Cluster slot, so a decision touching only them
             is one atomic step (a per-session counter passes its session). ``None``: its own
             key. A key must always be used with the same shard.
+        members: Distinct strings this call holds under the key (a call's slot, the
+            recipients it names); usage is then the number of members held by other calls,
+            the call weighs ``len(members)``, and a member held already counts once (see the
+            module docstring). Needs a window (how long a member is held), a weight of 1 and
+            no ``always``.
+        spacing: The least seconds between events: with ``n`` events in the window (the
+            usage, for counters of weight 1), a call is exceeded unless it comes at least
+            ``spacing[min(n, len(spacing)) - 1]`` after the newest of them. Needs a window.
     """
 
     key: str
@@ -94,6 +112,8 @@ class Counter:
     weight: float = 1.0
     always: bool = False
     shard: str | None = None
+    members: tuple[str, ...] = ()
+    spacing: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not self.key:
@@ -110,6 +130,31 @@ class Counter:
             raise ValueError(f"Counter weight must be a finite number >= 0, got {self.weight!r}")
         if self.shard is not None and not isinstance(self.shard, str):
             raise ValueError(f"Counter shard must be None or a string, got {self.shard!r}")
+        if self.members or self.spacing:
+            self._check_extras()
+
+    @property
+    def cost(self) -> float:
+        """What this call weighs: its weight, or one per member."""
+        return float(len(self.members)) if self.members else self.weight
+
+    def _check_extras(self) -> None:
+        if self.window is None:
+            raise ValueError("Counter members and spacing need a window")
+        members = self.members
+        if members:
+            if not isinstance(members, tuple) or not all(
+                    isinstance(m, str) and m for m in members) or len(set(members)) != len(members):
+                raise ValueError(f"Counter members must be a tuple of distinct non-empty "
+                                 f"strings, got {members!r}")
+            if self.weight != 1.0 or self.always or self.spacing:
+                raise ValueError("Counter members go with a weight of 1, without always or "
+                                 "spacing")
+        spacing = self.spacing
+        if spacing and (not isinstance(spacing, tuple) or not all(
+                _is_number(d) and math.isfinite(d) and d >= 0 for d in spacing)):
+            raise ValueError(f"Counter spacing must be a tuple of finite numbers >= 0, got "
+                             f"{spacing!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,15 +164,19 @@ class CounterState:
     Attributes:
         used: Usage within the window *before* this call.
         exceeded: Whether ``used + weight > limit``.
-        reset_at: When enough usage leaves the window for a call like this one to fit,
-            counting this call's own usage when it was counted (an ``always`` counter's
-            attempt); ``None`` when not exceeded, or when it never will (no window, or
-            ``weight > limit``).
+        reset_at: When enough usage leaves the window for a call like this one to fit (and,
+            with a spacing, the wait after the newest event has passed), counting this call's
+            own usage when it was counted (an ``always`` counter's attempt); ``None`` when
+            not exceeded, or when it never will (no window, or ``weight > limit``).
+        last_at: When the newest event counted under the key before this call happened (its
+            expiry minus the window; for members, the newest member's), ``None`` without
+            one in the window or without a window.
     """
 
     used: float
     exceeded: bool
     reset_at: float | None = None
+    last_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +232,36 @@ def reset_time(
         if removed >= need:
             return expires_at
     return None
+
+
+def spacing_wait(spacing: Sequence[float], events: float) -> float:
+    """The least seconds after the newest of ``events`` earlier events (>= 1) a call may come."""
+    return spacing[min(len(spacing), max(1, int(events + 0.5))) - 1]
+
+
+def spaced_out(counter: Counter, used: float, last_at: float | None, now: float) -> bool:
+    """Whether a call comes sooner after the newest event than ``counter.spacing`` allows."""
+    return bool(counter.spacing) and last_at is not None and used > 0 \
+        and now < last_at + spacing_wait(counter.spacing, used)
+
+
+def spaced_reset(counter: Counter, used: float, reset_at: float | None, last_at: float | None,
+                 now: float, counted: bool) -> float | None:
+    """The ``reset_at`` of an exceeded counter with a spacing: the later of its limit's
+    (``reset_at``, computed when the usage after this call leaves no room for another; None
+    then: never) and the end of the wait after the newest event, this call's when it was
+    ``counted`` (an attempt)."""
+    if not counter.spacing:
+        return reset_at
+    events = used + counter.weight if counted else used
+    full = exceeds(events, counter.weight, counter.limit)
+    if full and reset_at is None:
+        return None
+    newest = last_at if not counted else now if last_at is None else max(last_at, now)
+    if newest is None or events <= 0:
+        return reset_at
+    ready = newest + spacing_wait(counter.spacing, events)
+    return ready if not full or reset_at is None else max(reset_at, ready)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,9 +396,9 @@ class LimitStore(_Store, ABC):
         """Checks every counter and counts this call, atomically as a whole.
 
         Usage of a counter is the sum of the weights counted under its key that have not
-        expired at ``now`` (see the module docstring). ``always`` counters are counted in every
-        case. The others are counted only when ``commit`` is true and no counter is exceeded:
-        all or nothing.
+        expired at ``now``, or the number of members other calls hold (see the module
+        docstring). ``always`` counters are counted in every case. The others are counted
+        only when ``commit`` is true and no counter is exceeded: all or nothing.
 
         Args:
             counters: The limits that apply to this call (may be empty with ``record``).
@@ -343,6 +422,21 @@ class LimitStore(_Store, ABC):
         deadline: float | None = None, record: HistoryEntry | None = None,
     ) -> list[CounterState]:
         """Async twin of :meth:`consume`."""
+
+    @abstractmethod
+    def release(self, counters: Sequence[Counter], *, deadline: float | None = None) -> None:
+        """Removes each counter's members from its key (a call's slots once it has finished);
+        a member the key does not hold (released already, expired, never taken) is skipped.
+
+        Raises:
+            StoreUnavailable: The store failed or the deadline passed; the members may or may
+                not have been removed (they expire with their window).
+        """
+
+    @abstractmethod
+    async def arelease(self, counters: Sequence[Counter], *,
+                       deadline: float | None = None) -> None:
+        """Async twin of :meth:`release`."""
 
     @abstractmethod
     def record(self, session: str, tool: str, effect: str, *, now: float,

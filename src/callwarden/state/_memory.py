@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import math
 import threading
 import time
 from collections import deque
@@ -25,6 +26,8 @@ from callwarden.state._base import (
     encode_value,
     exceeds,
     reset_time,
+    spaced_out,
+    spaced_reset,
 )
 from callwarden.state._history import HistoryTally, SessionHistory
 
@@ -87,6 +90,7 @@ class MemoryStore(StateStore):
         "_kv",
         "_kv_sweep",
         "_lock",
+        "_members",
         "_next_sweep",
         "_series",
         "_sweep_every",
@@ -96,6 +100,7 @@ class MemoryStore(StateStore):
                  idle_ttl: float | None = DEFAULT_IDLE_TTL, sweep_every: float = 60.0) -> None:
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
+        self._members: dict[str, dict[str, float]] = {}  # key -> {member: expires_at}
         self._history: dict[str, HistoryTally] = {}
         self._history_ttl = history_ttl
         self._idle_ttl = idle_ttl
@@ -114,11 +119,18 @@ class MemoryStore(StateStore):
             if deadline is not None and _perf() > deadline:
                 raise StoreUnavailable("the deadline passed before the store was reached")
             self._maybe_sweep(now)
-            found = [self._peek(counter, now) for counter in counters]
-            allowed = commit and not any(hit for _, _, hit in found)
+            found = [self._peek_members(counter, now) if counter.members
+                     else self._peek(counter, now) for counter in counters]
+            allowed = commit and not any(hit for _, _, hit, _ in found)
             states = []
-            for counter, (series, used, hit) in zip(counters, found, strict=True):
-                if counter.weight and (allowed or counter.always):
+            for counter, (series, used, hit, last_at) in zip(counters, found, strict=True):
+                if counter.members:
+                    if allowed:
+                        self._hold(counter, now)
+                    states.append(_member_state(counter, series, used, hit, last_at))
+                    continue
+                added = bool(counter.weight) and (allowed or counter.always)
+                if added:
                     if series is None:  # unused before this call (or by an earlier counter)
                         series = self._series.get(counter.key)
                     if series is None:
@@ -126,21 +138,72 @@ class MemoryStore(StateStore):
                         series.used = now
                     series.add(None if counter.window is None else now + counter.window,
                                counter.weight)
-                states.append(_state(counter, series, used, hit))
+                states.append(_state(counter, series, used, hit, last_at, now, added))
             if record is not None:
                 self._record(record.session, record.tool,
-                             record.effect_for([hit for _, _, hit in found]), now)
+                             record.effect_for([hit for _, _, hit, _ in found]), now)
             return states
 
-    def _peek(self, counter: Counter, now: float) -> tuple[_Series | None, float, bool]:
-        """A counter's series (None when unused), its usage before this call, and whether
-        this call would exceed it."""
+    def _peek(self, counter: Counter, now: float) -> tuple[Any, float, bool, float | None]:
+        """A counter's series (None when unused), its usage before this call, whether this
+        call would exceed it, and when its newest event happened."""
         series = self._series.get(counter.key)
         if series is None:
-            return None, 0.0, exceeds(0.0, counter.weight, counter.limit)
+            return None, 0.0, exceeds(0.0, counter.weight, counter.limit), None
         series.prune(now)
         series.used = now
-        return series, series.total, exceeds(series.total, counter.weight, counter.limit)
+        entries = series.entries
+        last_at = entries[-1][0] - counter.window if entries and counter.window else None
+        total = series.total
+        return series, total, exceeds(total, counter.weight, counter.limit) or (
+            spaced_out(counter, total, last_at, now)), last_at
+
+    def _peek_members(self, counter: Counter, now: float
+                      ) -> tuple[Any, float, bool, float | None]:
+        """A member counter's members (None when it holds none), how many other calls hold,
+        whether this call would exceed it, and when its newest member was held."""
+        held = self._members.get(counter.key)
+        if held is not None:
+            _prune_members(held, now)
+            if not held:
+                del self._members[counter.key]
+                held = None
+        if held is None:
+            return None, 0.0, exceeds(0.0, counter.cost, counter.limit), None
+        used = float(len(held) - sum(member in held for member in counter.members))
+        assert counter.window is not None  # members need a window
+        return held, used, exceeds(used, counter.cost, counter.limit), \
+            max(held.values()) - counter.window
+
+    def _hold(self, counter: Counter, now: float) -> None:
+        """Holds the counter's members until ``now + window`` (never earlier than they were)."""
+        held = self._members.get(counter.key)
+        if held is None:
+            held = self._members[counter.key] = {}
+        assert counter.window is not None
+        expires_at = now + counter.window
+        for member in counter.members:
+            if held.get(member, -math.inf) < expires_at:
+                held[member] = expires_at
+
+    def release(self, counters: Sequence[Counter], *, deadline: float | None = None) -> None:
+        """See :meth:`StateStore.release`."""
+        with self._lock:
+            if deadline is not None and _perf() > deadline:
+                raise StoreUnavailable("the deadline passed before the store was reached")
+            for counter in counters:
+                held = self._members.get(counter.key)
+                if held is None:
+                    continue
+                for member in counter.members:
+                    held.pop(member, None)
+                if not held:
+                    del self._members[counter.key]
+
+    async def arelease(self, counters: Sequence[Counter], *,
+                       deadline: float | None = None) -> None:
+        """See :meth:`StateStore.release`. Runs inline."""
+        self.release(counters, deadline=deadline)
 
     async def aconsume(
         self, counters: Sequence[Counter], *, now: float, commit: bool,
@@ -297,6 +360,7 @@ class MemoryStore(StateStore):
         """Drops all state."""
         with self._lock:
             self._series.clear()
+            self._members.clear()
             self._history.clear()
             self._kv.clear()
 
@@ -312,6 +376,10 @@ class MemoryStore(StateStore):
                     del self._series[key]
             elif idle_cutoff is not None and series.used <= idle_cutoff:
                 del self._series[key]
+        for key, held in list(self._members.items()):
+            _prune_members(held, now)
+            if not held:
+                del self._members[key]
         if self._history_ttl is not None:
             cutoff = now - self._history_ttl
             for session, tally in list(self._history.items()):
@@ -319,9 +387,30 @@ class MemoryStore(StateStore):
                     del self._history[session]
 
 
-def _state(counter: Counter, series: _Series | None, used: float, hit: bool) -> CounterState:
-    if not hit or series is None or series.entries is None:
-        return CounterState(used, hit, None)
-    # Read after this call's writes: an attempt counted just now delays the reset too.
-    return CounterState(used, hit,
-                        reset_time(series.entries, series.total, counter.weight, counter.limit))
+def _state(counter: Counter, series: _Series | None, used: float, hit: bool,
+           last_at: float | None, now: float, added: bool) -> CounterState:
+    if not hit:
+        return CounterState(used, False, None, last_at)
+    reset_at = None
+    if series is not None and series.entries is not None \
+            and exceeds(series.total, counter.weight, counter.limit):
+        # Read after this call's writes: an attempt counted just now delays the reset too.
+        reset_at = reset_time(series.entries, series.total, counter.weight, counter.limit)
+    if counter.spacing:
+        reset_at = spaced_reset(counter, used, reset_at, last_at, now, added)
+    return CounterState(used, True, reset_at, last_at)
+
+
+def _member_state(counter: Counter, held: dict[str, float] | None, used: float, hit: bool,
+                  last_at: float | None) -> CounterState:
+    if not hit:
+        return CounterState(used, False, None, last_at)
+    # Only the other calls' members can make room: this call's own count as its own.
+    others = sorted(e for m, e in (held or {}).items() if m not in counter.members)
+    return CounterState(used, True, reset_time(((e, 1.0) for e in others), used,
+                                               counter.cost, counter.limit), last_at)
+
+
+def _prune_members(held: dict[str, float], now: float) -> None:
+    for member in [m for m, expires_at in held.items() if expires_at <= now]:
+        del held[member]

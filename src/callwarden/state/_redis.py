@@ -10,6 +10,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from functools import partial
 from time import perf_counter as _perf
 from typing import Any, TypeVar
 
@@ -64,7 +65,9 @@ class RedisStore(StateStore):
     themselves once their newest entry has left the window; counters without a window and
     session histories expire ``idle_ttl`` / ``history_ttl`` after their last use. A server
     that is down or slower than ``timeout`` (or the caller's deadline, if sooner) raises
-    :class:`StoreUnavailable`; the store reconnects on the next call.
+    :class:`StoreUnavailable`; the store reconnects on the next call. A counter with members
+    is one ZSET of its members scored by expiry, expiring with its newest member's hold;
+    :meth:`release` is one script removing them.
 
     Overcount window: a script sent before the deadline runs on the server even when its
     reply comes too late (a frozen or overloaded server works through what it received), so
@@ -179,7 +182,7 @@ class RedisStore(StateStore):
                 reply = lua.consume.within(self._client, keys, args, self._bound(deadline))
         except _ERRORS as exc:
             raise self._unavailable(exc) from exc
-        return parse_consume(counters, reply)
+        return parse_consume(counters, reply, now)
 
     async def aconsume(
         self, counters: Sequence[Counter], *, now: float, commit: bool,
@@ -207,7 +210,7 @@ class RedisStore(StateStore):
                 return await adrive(consume_across_slots(plan, commit), run)
         except _ERRORS as exc:
             raise self._unavailable(exc) from exc
-        return parse_consume(counters, reply)
+        return parse_consume(counters, reply, now)
 
     def _consume_across(self, link: ClusterLink, counters: Sequence[Counter], now: float,
                         commit: bool, deadline: float | None,
@@ -255,6 +258,10 @@ class RedisStore(StateStore):
                 total = f"{self._prefix}t:{tag}:{c.key}"
                 keys += (total, total)
                 window = expires = ""
+            elif c.members:
+                held = f"{self._prefix}m:{tag}:{c.key}"
+                keys += (held, held)
+                window, expires = repr(float(c.window)), repr(now + c.window)
             else:
                 keys += (f"{self._prefix}w:{tag}:{c.key}", f"{self._prefix}s:{tag}:{c.key}")
                 window, expires = repr(float(c.window)), repr(now + c.window)
@@ -264,6 +271,7 @@ class RedisStore(StateStore):
                 args += (expires, "", "")
             else:
                 args += (expires, repr(float(alternative[0])), alternative[1])
+            args += _tail(c)
         if record is not None:
             keys.append(self._history_key(record.session))
         return keys, args, slot if slot >= 0 else None
@@ -280,12 +288,13 @@ class RedisStore(StateStore):
                 repr(float(c.window)), repr(now + c.window))
             bodies.append((repr(float(c.limit)), window, repr(float(c.weight)),
                            "1" if c.always else "0", expires))
+        tails = [_tail(c) for c in counters]
         session = "" if record is None else record.session
         history = self._history_key(session)
         head = (repr(float(now)), uuid.uuid4().hex, repr(TOLERANCE), _TTL_MARGIN,
                 self._idle_ttl_ms)
         return Consumption(counters, keys, bodies, slots, head, self._history_ttl_ms, record,
-                           history, slot_of(history))
+                           history, slot_of(history), tails, now)
 
     def _tag(self, name: str) -> tuple[str, int]:
         """The hash tag of a shard or session name, and its cluster slot."""
@@ -299,8 +308,12 @@ class RedisStore(StateStore):
         return found
 
     def _counter_keys(self, counter: Counter) -> tuple[str, str]:
-        """A counter's entries key and total key (the same key without a window)."""
+        """A counter's entries key and total key (the same key without a window; its members
+        key twice for a counter with members)."""
         tag = self._tag(counter.key if counter.shard is None else counter.shard)[0]
+        if counter.members:
+            held = f"{self._prefix}m:{tag}:{counter.key}"
+            return held, held
         if counter.window is None:
             total = f"{self._prefix}t:{tag}:{counter.key}"
             return total, total
@@ -309,6 +322,50 @@ class RedisStore(StateStore):
     def _history_key(self, session: str) -> str:
         """The key of a session's history hash."""
         return f"{self._prefix}h:{self._tag(session)[0]}:{session}"
+
+    def release(self, counters: Sequence[Counter], *, deadline: float | None = None) -> None:
+        """See :meth:`StateStore.release`. One script (one per slot on a cluster)."""
+        groups = self._release_groups(counters)
+        try:
+            link = self._link
+            for slot, (keys, args) in groups.items():
+                if link is not None:
+                    self._run(link, slot, lua.release, keys, args, deadline)
+                elif deadline is None:
+                    lua.release(self._client, keys, args)
+                else:
+                    lua.release.within(self._client, keys, args, self._bound(deadline))
+        except _ERRORS as exc:
+            raise self._unavailable(exc) from exc
+
+    async def arelease(self, counters: Sequence[Counter], *,
+                       deadline: float | None = None) -> None:
+        """See :meth:`StateStore.release`."""
+        groups = self._release_groups(counters)
+        try:
+            for keys, args in groups.values():
+                if deadline is not None:
+                    remaining(deadline)  # nothing is sent once the deadline has passed
+                if self._link is None:
+                    await self._ascript(lua.release, keys, args)
+                else:
+                    await self._ause(partial(lua.release.acall, keys=keys, args=args))
+        except _ERRORS as exc:
+            raise self._unavailable(exc) from exc
+
+    def _release_groups(self, counters: Sequence[Counter]
+                        ) -> dict[int, tuple[list[str], list[str]]]:
+        """The release script's keys and arguments, per slot (one group on a server)."""
+        groups: dict[int, tuple[list[str], list[str]]] = {}
+        for c in counters:
+            if not c.members:
+                continue
+            slot = -1 if self._link is None else self._tag(
+                c.key if c.shard is None else c.shard)[1]
+            keys, args = groups.setdefault(slot, ([], []))
+            keys.append(self._counter_keys(c)[0])
+            args += (str(len(c.members)), *c.members)
+        return groups
 
     # -- history ------------------------------------------------------------------------
 
@@ -630,6 +687,17 @@ def _ms(seconds: float | None) -> str:
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"a TTL must be None or a finite number of seconds > 0, got {seconds!r}")
     return str(max(1, math.ceil(seconds * 1000)))
+
+
+_NO_TAIL = ("0", "0")  # no spacing, no members: most counters
+
+
+def _tail(counter: Counter) -> tuple[str, ...]:
+    """The consume script's last arguments of a counter: its spacings and its members."""
+    if not counter.spacing and not counter.members:
+        return _NO_TAIL
+    return (str(len(counter.spacing)), *(repr(float(d)) for d in counter.spacing),
+            str(len(counter.members)), *counter.members)
 
 
 _SCALARS = ("n", "first", "last", "tool")

@@ -12,22 +12,29 @@ import redis
 import redis.asyncio
 from redis.exceptions import NoScriptError, ResponseError
 
-from callwarden.state._base import Counter, CounterState, StoreUnavailable
+from callwarden.state._base import Counter, CounterState, StoreUnavailable, spaced_reset
 from callwarden.state._redis_deadline import until
 
-__all__ = ["Script", "command_within", "commands_within", "consume", "get_changed",
-           "parse_consume", "record", "refund", "remaining", "set_value"]
+__all__ = ["Script", "command_within", "commands_within", "consume", "fresh_members",
+           "get_changed", "parse_consume", "record", "refund", "release", "remaining",
+           "set_value"]
 
 # KEYS: two per counter, the entries ZSET and its running total (both the total for a counter
-# without a window), then the session's history hash when a call is recorded.
+# without a window, both the members ZSET for a counter with members), then the session's
+# history hash when a call is recorded.
 # ARGV: now, commit, token, tolerance, TTL margin, idle TTL in ms ('' = none), number of
 # counters, then the history record: '1' to record (else '0'), tool, effect, history TTL in
 # ms ('' = none), the rank that effect already has ('' = none: the effect when no counter is
 # exceeded); then per counter: limit, window ('' = forever), weight, always, expires_at,
-# rank ('' = none) and effect recorded when it is the highest-ranked exceeded counter.
-# Members are token:index:weight, scored by expiry; weights travel as Python reprs so no
-# digits are lost on the way. Returns used, exceeded, reset_at ('' = none) per counter, all
-# as strings: Lua numbers would come back truncated to integers.
+# rank ('' = none) and effect recorded when it is the highest-ranked exceeded counter, the
+# number of spacings and them, the number of members and them.
+# Entries are token:index:weight, scored by expiry; weights travel as Python reprs so no
+# digits are lost on the way. Members are themselves, scored by expiry. Returns per counter
+# used, exceeded, reset_at ('' = none; the limit's, when the usage after this call's writes
+# leaves no room for a call like it), the newest
+# entry's expiry before this call ('' = none) and, for members, one flag per member ('1':
+# the key did not hold it), all as strings: Lua numbers would come back truncated to
+# integers. The caller adds the spacing's wait to reset_at.
 _CONSUME = """
 local now, nownum = ARGV[1], tonumber(ARGV[1])
 local commit, token = ARGV[2] == '1', ARGV[3]
@@ -35,77 +42,148 @@ local tol, margin, idle = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local n = tonumber(ARGV[7])
 local record, tool, effect, hist_ttl = ARGV[8] == '1', ARGV[9], ARGV[10], ARGV[11]
 local best = tonumber(ARGV[12])
-local base = 12
-local used, hit, reset = {}, {}, {}
+local at, used, hit, over, last, fresh = {}, {}, {}, {}, {}, {}
+local a = 12
+for i = 1, n do
+  at[i] = a
+  local ns = tonumber(ARGV[a + 8])
+  a = a + 9 + ns + tonumber(ARGV[a + 9 + ns])
+end
 local blocked = false
 for i = 1, n do
-  local a = base + (i - 1) * 7
-  local limit, window, weight = tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3])
+  local a = at[i]
+  local limit, window, cost = tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3])
+  local ns = tonumber(ARGV[a + 8])
+  local m0, nm = a + 9 + ns, tonumber(ARGV[a + 9 + ns])
   local zkey, skey = KEYS[2 * i - 1], KEYS[2 * i]
-  if window ~= '' then
-    local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', now)
-    if #old > 0 then
-      redis.call('ZREMRANGEBYSCORE', zkey, '-inf', now)
-      if redis.call('EXISTS', zkey) == 0 then
-        redis.call('DEL', skey)
+  last[i], fresh[i] = '', ''
+  if nm > 0 then
+    redis.call('ZREMRANGEBYSCORE', zkey, '-inf', now)
+    local others, flags = redis.call('ZCARD', zkey), {}
+    for j = 1, nm do
+      if redis.call('ZSCORE', zkey, ARGV[m0 + j]) then
+        others, flags[j] = others - 1, '0'
       else
-        for _, m in ipairs(old) do
-          redis.call('INCRBYFLOAT', skey, '-' .. string.match(m, '[^:]*$'))
+        flags[j] = '1'
+      end
+    end
+    used[i], fresh[i], cost = tostring(others), table.concat(flags), nm
+  else
+    if window ~= '' then
+      local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', now)
+      if #old > 0 then
+        redis.call('ZREMRANGEBYSCORE', zkey, '-inf', now)
+        if redis.call('EXISTS', zkey) == 0 then
+          redis.call('DEL', skey)
+        else
+          for _, m in ipairs(old) do
+            redis.call('INCRBYFLOAT', skey, '-' .. string.match(m, '[^:]*$'))
+          end
         end
       end
     end
+    used[i] = redis.call('GET', skey) or '0'
   end
-  local u = redis.call('GET', skey) or '0'
-  used[i], hit[i], reset[i] = u, '0', ''
-  if tonumber(u) + weight - limit > tol * math.max(1, math.abs(limit)) then
-    hit[i], blocked = '1', true
+  if window ~= '' then
+    local top = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
+    if #top > 0 then last[i] = top[2] end
+  end
+  local u = tonumber(used[i])
+  hit[i], over[i] = '0', false
+  if u + cost - limit > tol * math.max(1, math.abs(limit)) then
+    hit[i], over[i], blocked = '1', true, true
+  elseif ns > 0 and last[i] ~= '' and u > 0 then
+    local k = math.min(ns, math.max(1, math.floor(u + 0.5)))
+    if nownum < (tonumber(last[i]) - tonumber(window)) + tonumber(ARGV[a + 8 + k]) then
+      hit[i], blocked = '1', true
+    end
   end
 end
 local allowed = commit and not blocked
 local out = {}
 for i = 1, n do
-  local a = base + (i - 1) * 7
+  local a = at[i]
   local limit, window, weight = tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3]
   local always = ARGV[a + 4] == '1'
+  local ns = tonumber(ARGV[a + 8])
+  local m0, nm = a + 9 + ns, tonumber(ARGV[a + 9 + ns])
   local zkey, skey = KEYS[2 * i - 1], KEYS[2 * i]
   local total = tonumber(used[i])
-  if tonumber(weight) > 0 and (allowed or always) then
-    redis.call('INCRBYFLOAT', skey, weight)
-    total = total + tonumber(weight)
-    if window ~= '' then
-      redis.call('ZADD', zkey, ARGV[a + 5], token .. ':' .. i .. ':' .. weight)
-      local top = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
-      local ttl = math.ceil((tonumber(top[2]) - nownum) * 1000) + margin
-      redis.call('PEXPIRE', zkey, ttl)
-      redis.call('PEXPIRE', skey, ttl)
-    end
-  end
-  if window == '' and idle ~= '' then
-    -- Every use of a counter without a window restarts its idle time (no-op when absent).
-    redis.call('PEXPIRE', skey, idle)
-  end
   local slack = tol * math.max(1, math.abs(limit))
-  if hit[i] == '1' and window ~= '' and tonumber(weight) - limit <= slack then
-    -- After this call's writes: an attempt counted just now delays the reset too.
-    local need, removed, start = total + tonumber(weight) - limit - slack, 0, 0
-    while reset[i] == '' do
-      local batch = redis.call('ZRANGE', zkey, start, start + 99, 'WITHSCORES')
-      if #batch == 0 then break end
-      for j = 1, #batch, 2 do
-        removed = removed + tonumber(string.match(batch[j], '[^:]*$'))
-        if removed >= need then
-          reset[i] = batch[j + 1]
-          break
+  local reset = ''
+  if nm > 0 then
+    if allowed then
+      local expires = tonumber(ARGV[a + 5])
+      for j = 1, nm do
+        local old = redis.call('ZSCORE', zkey, ARGV[m0 + j])
+        if not old or tonumber(old) < expires then
+          redis.call('ZADD', zkey, ARGV[a + 5], ARGV[m0 + j])
         end
       end
-      start = start + 100
+      local top = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
+      redis.call('PEXPIRE', zkey, math.ceil((tonumber(top[2]) - nownum) * 1000) + margin)
+    end
+    if over[i] and nm - limit <= slack then
+      -- Only the other calls' members can make room: this call's own are its own.
+      local own = {}
+      for j = 1, nm do own[ARGV[m0 + j]] = true end
+      local need, removed, start = total + nm - limit - slack, 0, 0
+      while reset == '' do
+        local batch = redis.call('ZRANGE', zkey, start, start + 99, 'WITHSCORES')
+        if #batch == 0 then break end
+        for j = 1, #batch, 2 do
+          if not own[batch[j]] then
+            removed = removed + 1
+            if removed >= need then
+              reset = batch[j + 1]
+              break
+            end
+          end
+        end
+        start = start + 100
+      end
+    end
+  else
+    if tonumber(weight) > 0 and (allowed or always) then
+      redis.call('INCRBYFLOAT', skey, weight)
+      total = total + tonumber(weight)
+      if window ~= '' then
+        redis.call('ZADD', zkey, ARGV[a + 5], token .. ':' .. i .. ':' .. weight)
+        local top = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
+        local ttl = math.ceil((tonumber(top[2]) - nownum) * 1000) + margin
+        redis.call('PEXPIRE', zkey, ttl)
+        redis.call('PEXPIRE', skey, ttl)
+      end
+    end
+    if window == '' and idle ~= '' then
+      -- Every use of a counter without a window restarts its idle time (no-op when absent).
+      redis.call('PEXPIRE', skey, idle)
+    end
+    if hit[i] == '1' and window ~= '' and total + tonumber(weight) - limit > slack
+        and tonumber(weight) - limit <= slack then
+      -- After this call's writes: an attempt counted just now delays the reset too (and
+      -- may leave no room for the next one: a spaced-out attempt's reset).
+      local need, removed, start = total + tonumber(weight) - limit - slack, 0, 0
+      while reset == '' do
+        local batch = redis.call('ZRANGE', zkey, start, start + 99, 'WITHSCORES')
+        if #batch == 0 then break end
+        for j = 1, #batch, 2 do
+          removed = removed + tonumber(string.match(batch[j], '[^:]*$'))
+          if removed >= need then
+            reset = batch[j + 1]
+            break
+          end
+        end
+        start = start + 100
+      end
     end
   end
-  out[3 * i - 2], out[3 * i - 1], out[3 * i] = used[i], hit[i], reset[i]
+  out[5 * i - 4], out[5 * i - 3], out[5 * i - 2] = used[i], hit[i], reset
+  out[5 * i - 1], out[5 * i] = last[i], fresh[i]
 end
 if record then
   for i = 1, n do
-    local a = base + (i - 1) * 7
+    local a = at[i]
     local rank = ARGV[a + 6]
     if hit[i] == '1' and rank ~= '' and (best == nil or tonumber(rank) > best) then
       best, effect = tonumber(rank), ARGV[a + 7]
@@ -123,26 +201,50 @@ return out
 
 # Gives back what a consume script counted for a call that another slot then refused.
 # KEYS: two per counter, as the consume script took them. ARGV: the call's token, then per
-# counter: its index in that script, '1' when it has a window (else ''), and its weight as
-# sent. A windowed entry that has left the window meanwhile was taken off its total then.
+# counter: 'w' (a window) or 't' (a total), its index in that script and its weight as sent;
+# or 'm' (members), their expiry as sent, their number and the members this call added
+# (those another call held since, at a later expiry, stay). A windowed entry that has left
+# the window meanwhile was taken off its total then.
 _REFUND = """
-local token = ARGV[1]
+local token, a = ARGV[1], 2
 for i = 1, #KEYS / 2 do
-  local a = 1 + (i - 1) * 3
-  local weight, zkey, skey = ARGV[a + 3], KEYS[2 * i - 1], KEYS[2 * i]
-  if ARGV[a + 2] == '1' then
-    if redis.call('ZREM', zkey, token .. ':' .. ARGV[a + 1] .. ':' .. weight) == 1 then
-      if redis.call('EXISTS', zkey) == 0 then
-        redis.call('DEL', skey)
-      else
-        redis.call('INCRBYFLOAT', skey, '-' .. weight)
-      end
+  local kind, zkey, skey = ARGV[a], KEYS[2 * i - 1], KEYS[2 * i]
+  if kind == 'm' then
+    local expires, nm = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    for j = 1, nm do
+      local score = redis.call('ZSCORE', zkey, ARGV[a + 2 + j])
+      if score and tonumber(score) == expires then redis.call('ZREM', zkey, ARGV[a + 2 + j]) end
     end
-  elseif redis.call('EXISTS', skey) == 1 then
-    redis.call('INCRBYFLOAT', skey, '-' .. weight)
+    a = a + 3 + nm
+  else
+    local weight = ARGV[a + 2]
+    if kind == 'w' then
+      if redis.call('ZREM', zkey, token .. ':' .. ARGV[a + 1] .. ':' .. weight) == 1 then
+        if redis.call('EXISTS', zkey) == 0 then
+          redis.call('DEL', skey)
+        else
+          redis.call('INCRBYFLOAT', skey, '-' .. weight)
+        end
+      end
+    elseif redis.call('EXISTS', skey) == 1 then
+      redis.call('INCRBYFLOAT', skey, '-' .. weight)
+    end
+    a = a + 3
   end
 end
 return 1
+"""
+
+# Removes members from their keys (a call's slots once it has finished). KEYS: the members
+# ZSETs. ARGV: per key the number of its members, then them. Returns how many were held.
+_RELEASE = """
+local a, removed = 1, 0
+for i = 1, #KEYS do
+  local nm = tonumber(ARGV[a])
+  for j = 1, nm do removed = removed + redis.call('ZREM', KEYS[i], ARGV[a + j]) end
+  a = a + 1 + nm
+end
+return removed
 """
 
 # KEYS[1]: the session's hash. ARGV: tool, effect, now, TTL in ms ('' = keep).
@@ -311,22 +413,35 @@ def commands_within(client: redis.Redis, commands: Sequence[Sequence[Any]],
 
 consume = Script(_CONSUME)
 refund = Script(_REFUND)
+release = Script(_RELEASE)
 record = Script(_RECORD)
 set_value = Script(_SET)
 get_changed = Script(_CHANGED)
 
 
-def parse_consume(counters: Sequence[Counter], reply: list[bytes]) -> list[CounterState]:
-    """The counters' states from a consume script's reply."""
+def parse_consume(counters: Sequence[Counter], reply: list[bytes],
+                  now: float) -> list[CounterState]:
+    """The counters' states from a consume script's reply (a spacing's wait added to the
+    reset time here, where no digit of the times is lost)."""
     try:
         states = []
-        for i in range(len(counters)):
-            reset = reply[3 * i + 2]
-            states.append(
-                CounterState(
-                    float(reply[3 * i]), reply[3 * i + 1] == b"1", float(reset) if reset else None
-                )
-            )
+        for i, counter in enumerate(counters):
+            used_text, hit, reset_text, last = reply[5 * i:5 * i + 4]
+            used, exceeded = float(used_text), hit == b"1"
+            reset = float(reset_text) if reset_text else None
+            last_at = float(last) - counter.window if last and counter.window else None
+            if exceeded and counter.spacing:
+                reset = spaced_reset(counter, used, reset, last_at, now,
+                                     counter.always and counter.weight > 0)
+            states.append(CounterState(used, exceeded, reset, last_at))
         return states
     except (ValueError, IndexError, TypeError) as exc:
         raise StoreUnavailable(f"Redis store gave an unexpected reply: {reply!r}") from exc
+
+
+def fresh_members(counters: Sequence[Counter], reply: list[bytes]) -> list[tuple[str, ...]]:
+    """Per counter, the members its key did not hold before a consume script (what the call
+    added when it was counted)."""
+    return [tuple(m for m, flag in zip(c.members, reply[5 * i + 4].decode(), strict=True)
+                  if flag == "1") if c.members else ()
+            for i, c in enumerate(counters)]

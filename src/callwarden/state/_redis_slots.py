@@ -7,8 +7,11 @@ depends on every counter). Each script checks its counters and takes this call's
 none of them is exceeded and no earlier slot refused, as one script does for a whole
 decision. When a later slot refuses (or fails), what the earlier ones took is given back: the
 refund script removes exactly this call's entries (``token:index:weight``) from windowed
-counters and lowers each total by this call's weight. ``always`` counters stay counted, as
-they would in one script.
+counters and lowers each total by this call's weight; of a counter with members, it removes
+those the call brought (the script says which its key did not hold), unless another call has
+held one since (a later expiry). A member held before and held again by the refused call keeps
+its later expiry: an overcount. ``always`` counters stay counted, as they would in one
+script.
 
 Never more than the limit: every slot checks the usage it holds, reservations of calls still
 in flight included. Never less: a call counts in every slot before it is allowed, and only a
@@ -28,7 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from callwarden.state._base import Counter, CounterState, HistoryEntry
-from callwarden.state._redis_scripts import Script, consume, parse_consume, refund
+from callwarden.state._redis_scripts import (
+    Script,
+    consume,
+    fresh_members,
+    parse_consume,
+    refund,
+)
 
 __all__ = ["Consumption", "Step", "consume_across_slots"]
 
@@ -60,6 +69,9 @@ class Consumption:
         record: The call to record in its session's history, or ``None``.
         history_key: That history's key.
         history_slot: Its slot.
+        tails: Per counter, the script's arguments after its rank and effect (its spacings
+            and its members).
+        now: The call's time.
     """
 
     counters: Sequence[Counter]
@@ -71,6 +83,8 @@ class Consumption:
     record: HistoryEntry | None
     history_key: str
     history_slot: int
+    tails: list[tuple[str, ...]]
+    now: float
 
 
 def consume_across_slots(plan: Consumption, commit: bool) -> Flow:
@@ -94,7 +108,9 @@ def consume_across_slots(plan: Consumption, commit: bool) -> Flow:
             counting = commit and not blocked
             last = plan.record is not None and slot == plan.history_slot
             step = _consume_step(plan, slot, members, counting, last, priorities, best)
-            replies = parse_consume([plan.counters[i] for i in members], (yield step))
+            sent = [plan.counters[i] for i in members]
+            reply = yield step
+            replies = parse_consume(sent, reply, plan.now)
             refused = False
             for i, state in zip(members, replies, strict=True):
                 found[i] = state
@@ -105,7 +121,8 @@ def consume_across_slots(plan: Consumption, commit: bool) -> Flow:
                         best = mine
             if refused:
                 blocked = True
-            elif counting and (back := _refund_step(plan, slot, members)) is not None:
+            elif counting and (back := _refund_step(plan, slot, members,
+                                                    fresh_members(sent, reply))) is not None:
                 taken.append(back)
     except Exception:
         yield from _give_back(taken)
@@ -134,22 +151,30 @@ def _consume_step(plan: Consumption, slot: int, members: list[int], counting: bo
         args += plan.bodies[i]
         mine = priorities[i] if record is not None else None
         args += ("", "") if mine is None else (str(mine[0]), mine[1])
+        args += plan.tails[i]
     if record is not None:
         keys.append(plan.history_key)
     return Step(slot, consume, keys, args)
 
 
-def _refund_step(plan: Consumption, slot: int, members: list[int]) -> Step | None:
+def _refund_step(plan: Consumption, slot: int, members: list[int],
+                 fresh: list[tuple[str, ...]]) -> Step | None:
     """The refund of what one slot's script took for this call (its ``always`` counters stay
-    counted); ``None`` when it took nothing that can be given back."""
+    counted; of a counter with members, those its key did not hold before: ``fresh``, per
+    member of the slot); ``None`` when it took nothing that can be given back."""
     keys: list[str] = []
     args = [plan.head[1]]
-    for index, i in enumerate(members, 1):
+    for index, (i, added) in enumerate(zip(members, fresh, strict=True), 1):
         counter = plan.counters[i]
+        if counter.members:
+            if added:
+                keys += plan.keys[i]
+                args += ("m", plan.bodies[i][4], str(len(added)), *added)
+            continue
         if counter.always or counter.weight <= 0:
             continue
         keys += plan.keys[i]
-        args += (str(index), "" if counter.window is None else "1", plan.bodies[i][2])
+        args += ("t" if counter.window is None else "w", str(index), plan.bodies[i][2])
     return Step(slot, refund, keys, args) if keys else None
 
 

@@ -31,6 +31,8 @@ from callwarden.state._base import (
     encode_value,
     exceeds,
     reset_time,
+    spaced_out,
+    spaced_reset,
 )
 from callwarden.state._history import SessionHistory
 
@@ -40,8 +42,9 @@ _T = TypeVar("_T")
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
 
 # {p} is the table prefix. Windowed usage is one row per event in `entries` plus a running
-# total in `counters`; a key without a window is only its `counters` row, whose expires_at is
-# its last use plus the idle TTL (NULL: never).
+# total in `counters` (whose expires_at is its newest entry's); a key without a window is only
+# its `counters` row, whose expires_at is its last use plus the idle TTL (NULL: never). A
+# counter with members is one row per member in `members`.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS {p}entries (
     key TEXT NOT NULL, expires_at REAL NOT NULL, weight REAL NOT NULL);
@@ -50,6 +53,11 @@ CREATE TABLE IF NOT EXISTS {p}counters (
     key TEXT PRIMARY KEY, total REAL NOT NULL, entries INTEGER NOT NULL, expires_at REAL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS {p}counters_expiry ON {p}counters (expires_at);
+CREATE TABLE IF NOT EXISTS {p}members (
+    key TEXT NOT NULL, member TEXT NOT NULL, expires_at REAL NOT NULL,
+    PRIMARY KEY (key, member)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS {p}members_expiry ON {p}members (expires_at);
 CREATE TABLE IF NOT EXISTS {p}sessions (
     session TEXT PRIMARY KEY, count INTEGER NOT NULL,
     first_time REAL, last_time REAL, last_tool TEXT
@@ -160,20 +168,44 @@ class SQLiteStore(StateStore):
         self._maybe_sweep(db, now)
         idle = None if self._idle_ttl is None else now + self._idle_ttl
         used: list[float] = []
+        lasts: list[float | None] = []
+        held: list[list[tuple[str, float]]] = []  # per counter with members: its members
         for counter in counters:
+            last_at = None
+            if counter.members:
+                assert counter.window is not None  # members need a window
+                db.execute(sql.prune_members, (counter.key, now))
+                rows = db.execute(sql.members, (counter.key,)).fetchall()
+                held.append(rows)
+                mine = counter.members
+                used.append(float(sum(member not in mine for member, _ in rows)))
+                lasts.append(max(e for _, e in rows) - counter.window if rows else None)
+                continue
+            held.append([])
             if counter.window is not None:
                 pruned = [w for (w,) in db.execute(sql.prune, (counter.key, now))]
                 if pruned:
                     db.execute(sql.unprune, (math.fsum(pruned), len(pruned), counter.key))
                 row = db.execute(sql.usage, (counter.key,)).fetchone()
+                if row is not None and row[1] > 0:  # expires_at: the newest entry's
+                    last_at = row[2] - counter.window
             else:
                 # Reading a counter without a window is a use: it restarts its idle time.
                 row = db.execute(sql.touch, (idle, counter.key)).fetchone()
             used.append(0.0 if row is None else float(row[0]))
-        exceeded = [exceeds(u, c.weight, c.limit) for c, u in zip(counters, used, strict=True)]
+            lasts.append(last_at)
+        exceeded = [exceeds(u, c.cost, c.limit) or spaced_out(c, u, last, now)
+                    for c, u, last in zip(counters, used, lasts, strict=True)]
         allowed = commit and not any(exceeded)
         added = []
         for counter in counters:
+            if counter.members:
+                added.append(allowed)
+                if allowed:
+                    expires_at = now + counter.window  # type: ignore[operator]
+                    db.executemany(sql.hold, [(counter.key, member, expires_at)
+                                              for member in counter.members])
+                continue
             add = bool(counter.weight) and (allowed or counter.always)
             added.append(add)
             if add:
@@ -184,14 +216,25 @@ class SQLiteStore(StateStore):
                     db.execute(sql.add_entry, (counter.key, expires_at, counter.weight))
                     db.execute(sql.add_windowed, (counter.key, counter.weight, expires_at))
         states = []
-        for counter, u, hit, add in zip(counters, used, exceeded, added, strict=True):
+        for counter, u, hit, add, last_at, rows in zip(counters, used, exceeded, added, lasts,
+                                                        held, strict=True):
             reset_at = None
-            if hit and counter.window is not None:
-                # Read after this call's writes: an attempt counted just now delays it too.
-                entries = db.execute(sql.oldest, (counter.key,))
+            if not hit:
+                pass
+            elif counter.members:
+                # Only the other calls' members can make room: this call's own are its own.
+                others = sorted(e for member, e in rows if member not in counter.members)
+                reset_at = reset_time(((e, 1.0) for e in others), u, counter.cost,
+                                      counter.limit)
+            else:
                 total = u + counter.weight if add else u
-                reset_at = reset_time(entries, total, counter.weight, counter.limit)
-            states.append(CounterState(u, hit, reset_at))
+                if counter.window is not None and exceeds(total, counter.weight, counter.limit):
+                    # Read after this call's writes: an attempt counted just now delays it too.
+                    entries = db.execute(sql.oldest, (counter.key,))
+                    reset_at = reset_time(entries, total, counter.weight, counter.limit)
+                if counter.spacing:
+                    reset_at = spaced_reset(counter, u, reset_at, last_at, now, add)
+            states.append(CounterState(u, hit, reset_at, last_at))
         if record is not None:
             self._record(db, record.session, record.tool, record.effect_for(exceeded), now)
         return states
@@ -203,6 +246,7 @@ class SQLiteStore(StateStore):
         self._next_sweep = now + self._sweep_every
         db.execute(self._sql.sweep_entries, (now,))
         db.execute(self._sql.sweep_counters, (now,))
+        db.execute(self._sql.sweep_members, (now,))
         if self._idle_ttl is not None:
             # Counters written before idle expiry existed (expires_at NULL) get one now.
             db.execute(self._sql.date_forever, (now + self._idle_ttl,))
@@ -210,6 +254,17 @@ class SQLiteStore(StateStore):
             cutoff = now - self._history_ttl
             db.execute(self._sql.forget_pairs, (cutoff,))
             db.execute(self._sql.forget_sessions, (cutoff,))
+
+    def release(self, counters: Sequence[Counter], *, deadline: float | None = None) -> None:
+        """See :meth:`StateStore.release`. One transaction."""
+        rows = [(c.key, member) for c in counters for member in c.members]
+        if rows:
+            self._run(lambda db: db.executemany(self._sql.release, rows), deadline)
+
+    async def arelease(self, counters: Sequence[Counter], *,
+                       deadline: float | None = None) -> None:
+        """See :meth:`StateStore.release`. See ``_twin``: on the loop when free."""
+        await self._twin(self.release, counters, deadline=deadline)
 
     # -- history ------------------------------------------------------------------------
 
@@ -576,6 +631,7 @@ class _Statements:
         "date_forever",
         "forget_pairs",
         "forget_sessions",
+        "hold",
         "kv_changed",
         "kv_delete",
         "kv_get",
@@ -583,14 +639,18 @@ class _Statements:
         "kv_sweep",
         "kv_upsert",
         "kv_version",
+        "members",
         "oldest",
         "pairs",
         "prune",
+        "prune_members",
         "record_pair",
         "record_session",
+        "release",
         "session",
         "sweep_counters",
         "sweep_entries",
+        "sweep_members",
         "touch",
         "unprune",
         "usage",
@@ -602,7 +662,15 @@ class _Statements:
             f"UPDATE {p}counters SET total = CASE WHEN entries - ?2 <= 0 THEN 0.0"
             f" ELSE total - ?1 END, entries = entries - ?2 WHERE key = ?3"
         )
-        self.usage = f"SELECT total FROM {p}counters WHERE key = ?"
+        self.usage = f"SELECT total, entries, expires_at FROM {p}counters WHERE key = ?"
+        self.prune_members = f"DELETE FROM {p}members WHERE key = ? AND expires_at <= ?"
+        self.members = f"SELECT member, expires_at FROM {p}members WHERE key = ?"
+        self.hold = (
+            f"INSERT INTO {p}members (key, member, expires_at) VALUES (?1, ?2, ?3)"
+            f" ON CONFLICT (key, member) DO UPDATE SET expires_at = max(expires_at, ?3)"
+        )
+        self.release = f"DELETE FROM {p}members WHERE key = ? AND member = ?"
+        self.sweep_members = f"DELETE FROM {p}members WHERE expires_at <= ?"
         self.oldest = f"SELECT expires_at, weight FROM {p}entries WHERE key = ? ORDER BY expires_at"
         self.add_entry = f"INSERT INTO {p}entries (key, expires_at, weight) VALUES (?, ?, ?)"
         self.add_windowed = (
