@@ -65,6 +65,17 @@ def test_asking_does_not_use_budget(store) -> None:
         assert guard.check("pay", {"n": i}, session="s").effect is Effect.ASK
 
 
+def test_a_tool_that_requires_approval_uses_budget_only_once_approved(store) -> None:
+    policy = {"version": 1, "timeout": "60s", "approvals": {},
+              "tools": {"pay": {"kind": "payment", "requires_approval": True}},
+              "rules": [{"id": "budget", "match": {"tool": "pay"},
+                         "limit": {"calls": 2, "per": "session"}}]}
+    guard = Guard.from_dict(policy, state=store)
+    for i in range(3):  # asking counts nothing
+        assert guard.check("pay", {"n": i}, session="s").effect is Effect.ASK
+    assert run_many(guard, 4, approver=approve) == [0, 1]
+
+
 def pause(guard: Guard, n: int) -> str:
     with pytest.raises(ApprovalPending) as paused:
         guard.run("pay", {"n": n}, lambda n: n, session="s")

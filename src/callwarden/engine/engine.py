@@ -419,7 +419,9 @@ class Engine:
         store = self.store
         assert store is not None
         now = self.clock()
-        commit = not dry and self._preliminary(entries).allows
+        # What the call gets before its limits (a tool that requires approval is asked: an ask
+        # only checks them; the approval, once used, counts).
+        commit = not dry and self._effect_of(entries, subject.profile, False).allows
         if dry:  # read the counters, count nothing (not even an attempt)
             counters = [replace(c, always=False) if c.always else c for c in counters]
         record = None
@@ -580,14 +582,6 @@ class Engine:
         if plan is not None and not plan.outputs:
             return None  # the tool has no output rules (the common case, kept short)
         return check_output(self, decision, result)
-
-    def _preliminary(self, entries: list[Entry]) -> Effect:
-        """The effect the entries so far decide (before limits)."""
-        deciding = [e for e in entries if _decides(e) and e.mode is Mode.ENFORCE]
-        chosen = self._combiner.select(deciding)
-        if chosen is not None:
-            return chosen.verdict.effect
-        return self.settings.default if self.settings.mode is Mode.ENFORCE else Effect.ALLOW
 
     def _store_error(self, failure: StoreFailure) -> Entry:
         return Entry("state", None, Verdict(
