@@ -27,7 +27,13 @@ from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.messages import ToolCallExecutionEvent
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core.model_context import UnboundedChatCompletionContext
-from autogen_core.tools import StaticStreamWorkbench, StaticWorkbench, TextResultContent, ToolResult
+from autogen_core.tools import (
+    FunctionTool,
+    StaticStreamWorkbench,
+    StaticWorkbench,
+    TextResultContent,
+    ToolResult,
+)
 
 from callwarden import Approve, Deny, Guard
 from callwarden.adapters.autogen import CallwardenHaltTermination, GuardedWorkbench
@@ -399,3 +405,56 @@ def test_the_readme_example_runs_and_prints_what_it_says(tmp_path, monkeypatch, 
     exec(compile(blocks[0], str(README), "exec"), {"__name__": "__main__"})
     promised = [line[2:] for line in blocks[0].splitlines() if line.startswith("# ") and "->" in line]
     assert capsys.readouterr().out.splitlines() == promised
+
+
+# -- exactly once across a crash ---------------------------------------------------------------
+
+async def test_a_call_cut_off_inside_its_tool_is_in_doubt_when_a_resumed_team_asks_again(
+        tmp_path) -> None:
+    """The process stops inside the tool (its task is cancelled: no outcome is recorded); a
+    new workbench on the same store, asked the same call under its id, does not run it: a
+    person is asked, told it may have happened, and their approval runs it once."""
+    policy = {"version": 1, "timeout": "60s", "state": f"sqlite:///{tmp_path / 'state.db'}",
+              "audit": {"sinks": [{"jsonl": str(tmp_path / "audit.jsonl")}]},
+              "tools": {"deploy": {"side_effect": "external"}}, "rules": []}
+    ran: list[str] = []
+    started = asyncio.Event()
+
+    async def deploy(env: str) -> str:
+        ran.append(env)
+        started.set()
+        await asyncio.Event().wait()  # the process dies here
+        return "unreachable"
+
+    async def deploy_again(env: str) -> str:
+        ran.append(env)
+        return f"deployed to {env}"
+
+    def workbench(body: Any) -> GuardedWorkbench:
+        return GuardedWorkbench(StaticStreamWorkbench([FunctionTool(body, description="deploy", name="deploy")]),
+                                policy, agent="assistant", session="s1")
+
+    first = asyncio.ensure_future(assistant(workbench(deploy), model(
+        asks(call("c1", "deploy", env="prod")), "ok")).run(task="deploy"))
+    await asyncio.wait_for(started.wait(), TIMEOUT)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+
+    wb = workbench(deploy_again)  # the resumed run: the same call under the same id
+    client = model(asks(call("c1", "deploy", env="prod")), asks(call("c2", "deploy", env="prod")),
+                   "ok")
+    agent = assistant(wb, client)
+    resumed = await asyncio.wait_for(agent.run(task="deploy"), TIMEOUT)
+    assert ran == ["prod"]
+    (request_id,) = wb.pending
+    request = wb.enforcer.guard.approvals.get(request_id)
+    assert request is not None and request.in_doubt
+    (result,) = next(m for m in resumed.messages if isinstance(m, ToolCallExecutionEvent)).content
+    assert result.is_error and request_id in result.content and "not run" in result.content
+    wb.enforcer.guard.approvals.approve(request_id, by="alice")
+    await asyncio.wait_for(agent.run(task="it did not happen: deploy"), TIMEOUT)
+    assert ran == ["prod", "prod"]
+    events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [e["call_id"] for e in events if e.get("type") == "decision"
+            and any(r.get("code") == "in_doubt" for r in e.get("reasons", ()))] == ["c1"]
