@@ -431,8 +431,9 @@ async def test_a_call_cut_off_inside_its_tool_is_in_doubt_when_a_resumed_team_as
         return f"deployed to {env}"
 
     def workbench(body: Any) -> GuardedWorkbench:
-        return GuardedWorkbench(StaticStreamWorkbench([FunctionTool(body, description="deploy", name="deploy")]),
-                                policy, agent="assistant", session="s1")
+        tool = FunctionTool(body, description="deploy", name="deploy")
+        return GuardedWorkbench(StaticStreamWorkbench([tool]), policy, agent="assistant",
+                                session="s1")
 
     first = asyncio.ensure_future(assistant(workbench(deploy), model(
         asks(call("c1", "deploy", env="prod")), "ok")).run(task="deploy"))
