@@ -44,26 +44,37 @@ if [ $# -gt 0 ]; then
 fi
 
 status=0
+# Environments for tests whose packages conflict with the main one's (see tests/conftest.py):
+# autogen-ext's MCP client, CrewAI and Semantic Kernel need mcp<2; the rest of the suite runs with
+# mcp 2. Each gets a virtualenv .venv-NAME and runs tests/envs/NAME with CALLWARDEN_TEST_ENV=NAME.
+# Their installs (minutes on a fresh clone) run while the main suite does; their tests after it.
+install_env() {  # NAME PIP-REQUIREMENT...
+  local env_dir=.venv-$1
+  shift
+  [ -x "$env_dir/bin/python" ] || "$PYTHON" -m venv "$env_dir"
+  "$env_dir/bin/python" -m pip install -q --disable-pip-version-check "pytest>=8" \
+    "pytest-asyncio>=0.23" "$@" 2>&1 | grep -v -E "^(WARNING: Location|  WARNING: Location)" || true
+}
+install_envs() {
+  install_env autogen-mcp -e . "autogen-agentchat>=0.7,<0.8" "autogen-ext[mcp]>=0.7,<0.8" "mcp<2"
+  install_env crewai -e ".[crewai]" "jsonschema>=4"
+  install_env semantic-kernel -e ".[semantic-kernel]"
+}
+envs_log=$(mktemp)
+install_envs >"$envs_log" 2>&1 &
+installing=$!
+
 # The layers of ARCHITECTURE.md, as an import-linter contract (pyproject.toml).
 echo "== lint-imports =="
 .venv/bin/lint-imports --no-cache || status=$?
 .venv/bin/python -m pytest || status=$?
 
-# Environments for tests whose packages conflict with the main one's (see tests/conftest.py):
-# autogen-ext's MCP client, CrewAI and Semantic Kernel need mcp<2; the rest of the suite runs with
-# mcp 2. Each gets a virtualenv .venv-NAME and runs tests/envs/NAME with CALLWARDEN_TEST_ENV=NAME.
-run_env() {  # NAME PIP-REQUIREMENT...
-  local name=$1 env_dir=.venv-$1
-  shift
-  if [ ! -x "$env_dir/bin/python" ]; then
-    "$PYTHON" -m venv "$env_dir"
-  fi
-  "$env_dir/bin/python" -m pip install -q --disable-pip-version-check "pytest>=8" \
-    "pytest-asyncio>=0.23" "$@" 2>&1 | grep -v -E "^(WARNING: Location|  WARNING: Location)" || true
+wait "$installing" || true
+cat "$envs_log"
+rm -f "$envs_log"
+for name in autogen-mcp crewai semantic-kernel; do
   echo "== environment $name =="
-  CALLWARDEN_TEST_ENV=$name "$env_dir/bin/python" -m pytest "tests/envs/${name//-/_}" || status=$?
-}
-run_env autogen-mcp -e . "autogen-agentchat>=0.7,<0.8" "autogen-ext[mcp]>=0.7,<0.8" "mcp<2"
-run_env crewai -e ".[crewai]" "jsonschema>=4"
-run_env semantic-kernel -e ".[semantic-kernel]"
+  CALLWARDEN_TEST_ENV=$name ".venv-$name/bin/python" -m pytest "tests/envs/${name//-/_}" \
+    || status=$?
+done
 exit $status
