@@ -98,13 +98,13 @@ def _race(target, argv_for, n: int) -> list:
 def test_approve_and_deny_racing_in_processes_end_in_one_outcome(shared_url: str) -> None:
     from callwarden.state import open_store
 
-    with open_store(shared_url) as store:
+    with open_store(shared_url, timeout=30.0) as store:
         request_id = Approvals(store).request(call_decision(Guard.from_dict(POLICY))).id
     results = _race(resolve_racing, lambda i: (shared_url, request_id,
                                                "approve" if i % 2 == 0 else "deny",
                                                f"approver{i}"), 6)
     winners = [action for action, won in results if won]
-    with open_store(shared_url) as store:
+    with open_store(shared_url, timeout=30.0) as store:
         final = Approvals(store).get(request_id).status
     assert len(winners) == 1
     assert final is (Status.APPROVED if winners[0] == "approve" else Status.DENIED)
@@ -113,7 +113,7 @@ def test_approve_and_deny_racing_in_processes_end_in_one_outcome(shared_url: str
 def test_approval_consumed_by_racing_processes_runs_exactly_once(shared_url: str) -> None:
     from callwarden.state import open_store
 
-    with open_store(shared_url) as store:
+    with open_store(shared_url, timeout=30.0) as store:
         approvals = Approvals(store)
         request_id = approvals.request(call_decision(Guard.from_dict(POLICY))).id
         approvals.approve(request_id, by="alice")

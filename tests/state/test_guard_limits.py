@@ -185,11 +185,11 @@ def test_store_down_fails_closed_within_the_deadline_then_recovers(
 def test_budget_survives_a_restart(kind, tmp_path, request) -> None:
     url = _shared_url(kind, tmp_path, request)
     policy = limited({"id": "budget", "limit": {"calls": 3, "per": "session"}})
-    first = open_store(url)
+    first = open_store(url, timeout=30.0)
     guard = Guard.from_dict(policy, state=first)
     assert [guard.check("t", {}, session="s").allowed for _ in range(2)] == [True, True]
     first.close()
-    second = open_store(url)
+    second = open_store(url, timeout=30.0)
     restarted = Guard.from_dict(policy, state=second)
     assert [restarted.check("t", {}, session="s").allowed for _ in range(2)] == [True, False]
     second.close()

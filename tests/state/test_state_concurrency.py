@@ -151,7 +151,7 @@ def test_processes_leave_exactly_the_limit_counted(
 ) -> None:
     url = shared_url(kind, tmp_path, request)
     run_processes(url, "k")
-    with open_store(url) as store:
+    with open_store(url, timeout=30.0) as store:  # a first cluster discovery, loaded
         [state] = store.consume([Counter("k", 100, 3600.0)], now=time.time(), commit=False)
     assert state.used == 100.0
 

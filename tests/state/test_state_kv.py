@@ -286,7 +286,7 @@ def _run_cas_processes(url: str) -> int:
         worker.join(120)
     assert all(worker.exitcode == 0 for worker in workers)
     assert sum(results.get(timeout=5) for _ in workers) == 200
-    with open_store(url) as store:
+    with open_store(url, timeout=30.0) as store:
         found = store.get("n")
     assert found is not None
     return int(found.value["n"])
@@ -313,7 +313,7 @@ def test_sqlite_records_survive_reopening(tmp_path: Path) -> None:
 
 def test_redis_records_expire_server_side(redis_server: RedisServer) -> None:
     prefix = unique_prefix()
-    with open_store(redis_server.url, prefix=prefix) as store:
+    with open_store(redis_server.url, prefix=prefix, timeout=30.0) as store:
         store.put("k", {"v": 1}, ttl=60)
         ttl = redis_server.client().pttl(f"{prefix}kv:k")
     assert 0 < ttl <= 60_000
