@@ -20,6 +20,18 @@ import redis
 
 from callwarden.state import Counter, CounterState, StateStore
 
+T = 1_000_000.0  # a fixed "now" for tests that move a clock by hand
+
+
+class Clock:
+    """A wall clock the test moves by hand (``clock.now = ...``): nothing waits for real."""
+
+    def __init__(self, now: float = T) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
 
 def free_port() -> int:
     """Returns a loopback TCP port nobody listens on right now."""

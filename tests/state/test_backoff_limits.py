@@ -5,17 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from _state_support import Clock, T
+
 from callwarden import Effect, Guard
-
-T = 1_000_000.0
-
-
-class Clock:
-    def __init__(self, now: float = T) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def retries(store: Any, clock: Clock, backoff: Any = "2s", *rules: dict[str, Any],

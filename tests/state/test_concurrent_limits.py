@@ -10,21 +10,12 @@ import time
 from typing import Any
 
 import pytest
+from _state_support import Clock, T
 
 from callwarden import Effect, Guard
 from callwarden._enforce import Enforcer
 from callwarden.exceptions import AuditError, ToolDenied
 from callwarden.state import Counter, MemoryStore, StoreUnavailable
-
-T = 1_000_000.0
-
-
-class Clock:
-    def __init__(self, now: float = T) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def policy(*rules: dict[str, Any], limit: dict[str, Any] | None = None) -> dict[str, Any]:

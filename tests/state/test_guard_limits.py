@@ -8,20 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-from _state_support import RedisServer, unique_prefix
+from _state_support import Clock, RedisServer, unique_prefix
 from _state_workers import guard_check_many
 
 from callwarden import Effect, Guard, PolicyError
 from callwarden.state import SQLiteStore, StateStore, open_store
 from callwarden.state._redis import RedisStore
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def limited(*rules: dict, **settings) -> dict:

@@ -5,21 +5,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from _state_support import Clock, T
 
 from callwarden import Effect, Guard, PolicyError
 from callwarden._call import snapshot
 from callwarden.engine.limits import LimitSpec
 from callwarden.state import Counter, SQLiteStore
-
-T = 1_000_000.0
-
-
-class Clock:
-    def __init__(self, now: float = T) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def limited(*rules: dict, **settings: object) -> dict:

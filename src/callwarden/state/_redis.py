@@ -10,7 +10,6 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from functools import partial
 from time import perf_counter as _perf
 from typing import Any, TypeVar
 
@@ -172,14 +171,9 @@ class RedisStore(StateStore):
         keys, args, slot = self._consume_args(counters, now, commit, record)
         try:
             link = self._link
-            if link is not None:
-                if slot is None:
-                    return self._consume_across(link, counters, now, commit, deadline, record)
-                reply = self._run(link, slot, lua.consume, keys, args, deadline)
-            elif deadline is None:
-                reply = lua.consume(self._client, keys, args)
-            else:
-                reply = lua.consume.within(self._client, keys, args, self._bound(deadline))
+            if link is not None and slot is None:
+                return self._consume_across(link, counters, now, commit, deadline, record)
+            reply = self._script(slot, lua.consume, keys, args, deadline)
         except _ERRORS as exc:
             raise self._unavailable(exc) from exc
         return parse_consume(counters, reply, now)
@@ -225,6 +219,18 @@ class RedisStore(StateStore):
         """The caller's deadline, or this store's own timeout if sooner."""
         own = _perf() + self._timeout
         return own if deadline is None else min(deadline, own)
+
+    def _script(self, slot: int | None, script: Script, keys: list[str], args: list[str],
+                deadline: float | None) -> Any:
+        """Runs a script on the server, or on the cluster node serving ``slot``; within the
+        deadline when there is one (a cluster's: always within the store's timeout)."""
+        link = self._link
+        if link is not None:
+            assert slot is not None, "a cluster script needs the slot of its keys"
+            return self._run(link, slot, script, keys, args, deadline)
+        if deadline is None:
+            return script(self._client, keys, args)
+        return script.within(self._client, keys, args, self._bound(deadline))
 
     def _run(self, link: ClusterLink, slot: int, script: Script, keys: list[str],
              args: list[str], deadline: float | None) -> Any:
@@ -327,14 +333,8 @@ class RedisStore(StateStore):
         """See :meth:`StateStore.release`. One script (one per slot on a cluster)."""
         groups = self._release_groups(counters)
         try:
-            link = self._link
             for slot, (keys, args) in groups.items():
-                if link is not None:
-                    self._run(link, slot, lua.release, keys, args, deadline)
-                elif deadline is None:
-                    lua.release(self._client, keys, args)
-                else:
-                    lua.release.within(self._client, keys, args, self._bound(deadline))
+                self._script(slot, lua.release, keys, args, deadline)
         except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
@@ -346,10 +346,7 @@ class RedisStore(StateStore):
             for keys, args in groups.values():
                 if deadline is not None:
                     remaining(deadline)  # nothing is sent once the deadline has passed
-                if self._link is None:
-                    await self._ascript(lua.release, keys, args)
-                else:
-                    await self._ause(partial(lua.release.acall, keys=keys, args=args))
+                await self._ascript(lua.release, keys, args)  # on a cluster: to its slot's node
         except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
@@ -374,13 +371,8 @@ class RedisStore(StateStore):
         """See :meth:`StateStore.record`."""
         keys, args = [self._history_key(session)], self._record_args(tool, effect, now)
         try:
-            link = self._link
-            if link is not None:
-                self._run(link, self._tag(session)[1], lua.record, keys, args, deadline)
-            elif deadline is None:
-                lua.record(self._client, keys, args)
-            else:
-                lua.record.within(self._client, keys, args, self._bound(deadline))
+            slot = None if self._link is None else self._tag(session)[1]
+            self._script(slot, lua.record, keys, args, deadline)
         except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
