@@ -216,10 +216,14 @@ class Grant(_Record):
             return replace(self, status=GrantStatus.EXPIRED)
         return self
 
+    def covers_tool(self, tool: str) -> bool:
+        """Whether the grant's tool name or glob names ``tool`` (whatever its status)."""
+        return _tool_glob(self.tool)(tool)
+
     def covers(self, decision: Decision) -> bool:
         """Whether this (active) grant pre-approves the call a decision is about."""
         call = decision.call
-        if self.status is not GrantStatus.ACTIVE or not _tool_glob(self.tool)(call.tool):
+        if self.status is not GrantStatus.ACTIVE or not self.covers_tool(call.tool):
             return False
         if self.call is not None and self.call != exact_call(call.tool, call.args):
             return False

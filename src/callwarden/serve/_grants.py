@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from callwarden._guard import Guard
-from callwarden.analysis.globs import GlobError, compile_glob
 from callwarden.serve._console import redacted_view
 
 __all__ = ["SCOPES", "STATUSES", "listed", "remember_options", "view", "wanted"]
@@ -67,12 +66,13 @@ def wanted(params: Mapping[str, str]) -> tuple[str, dict[str, str]]:
 def listed(guard: Guard, grants: Iterable[Any], status: str,
            filters: Mapping[str, str]) -> list[dict[str, Any]]:
     """The grants with that status (any: every one) that pass the filters, as shown: bound to
-    that session or agent, covering that tool (a grant's tool may be a glob)."""
+    that session or agent, covering that tool (a grant's tool may be a glob: the grant's own
+    test, as when it covers a call)."""
     session, agent, tool = (filters.get(k, "") for k in _FILTERS)
     return [view(guard, g) for g in grants
             if (status == "any" or g.status.value == status)
             and (not session or g.session == session) and (not agent or g.agent == agent)
-            and (not tool or _covers(g.tool, tool))]
+            and (not tool or g.covers_tool(tool))]
 
 
 def view(guard: Guard, grant: Any) -> dict[str, Any]:
@@ -83,10 +83,3 @@ def view(guard: Guard, grant: Any) -> dict[str, Any]:
         shown["args"] = redacted_view(guard, shown["args"])
     shown["exact"] = grant.call is not None
     return shown
-
-
-def _covers(pattern: str, tool: str) -> bool:
-    try:
-        return compile_glob(pattern)(tool)
-    except GlobError:  # a grant whose glob cannot be read covers nothing: shown by its text
-        return pattern == tool
