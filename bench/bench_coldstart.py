@@ -5,8 +5,10 @@ Run: .venv/bin/python bench/bench_coldstart.py [RUNS]   (default 20 runs of each
 
 Prints medians (ms) of:
   - a bare interpreter (``python -c pass``);
-  - ``callwarden hook claude-code`` with the recommended policy, a PreToolUse event on stdin,
-    answered by the policy's warm hook worker (what every call after the first one takes);
+  - ``callwarden hook claude-code`` (the installed command a hook configuration runs) with the
+    recommended policy, a PreToolUse event on stdin, answered by the policy's warm hook worker
+    (what every call after the first one takes);
+  - the same as ``python -m callwarden hook claude-code`` (``-m`` imports ``runpy`` first);
   - the same deciding in its own process (``CALLWARDEN_HOOK_WORKER=0``: the first call, or
     workers turned off);
   - callguard 0.3.0's equivalent process: import, five contracts, one guarded call;
@@ -99,7 +101,9 @@ def main() -> None:
         policy.write_text("version: 1\nextends: callwarden:recommended\n")
         os.environ["XDG_CACHE_HOME"] = str(Path(tmp) / "cache")  # this run's own worker
         os.environ.pop("CALLWARDEN_HOOK_WORKER", None)
-        hook = [PY, "-m", "callwarden", "hook", "claude-code", "--policy", str(policy)]
+        args = ["hook", "claude-code", "--policy", str(policy)]
+        hook = [str(Path(PY).with_name("callwarden")), *args]
+        hook_m = [PY, "-m", "callwarden", *args]
         probe = subprocess.run(hook, input=EVENT, text=True, capture_output=True, check=False)
         worker = wait_for_worker(str(policy))
         alone = {**os.environ, "CALLWARDEN_HOOK_WORKER": "0"}
@@ -108,7 +112,8 @@ def main() -> None:
             has_callguard = True
         except ImportError:
             has_callguard = False
-        rows = ["bare python -c pass", "callwarden hook", "hook, own process"]
+        rows = ["bare python -c pass", "callwarden hook", "python -m callwarden hook",
+                "hook, own process"]
         times: dict[str, list[float]] = {row: [] for row in rows}
         if has_callguard:
             times["callguard process"] = []
@@ -116,6 +121,7 @@ def main() -> None:
             for _ in range(RUNS):  # interleaved: drift on a busy machine hits every row alike
                 times["bare python -c pass"].append(timed([PY, "-c", "pass"]))
                 times["callwarden hook"].append(timed(hook, EVENT))
+                times["python -m callwarden hook"].append(timed(hook_m, EVENT))
                 times["hook, own process"].append(timed(hook, EVENT, alone))
                 if has_callguard:
                     times["callguard process"].append(timed([PY, "-c", CALLGUARD]))
@@ -124,10 +130,10 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"medians of {RUNS} runs (ms); hook exit {probe.returncode}")
     for name, value in med.items():
-        print(f"  {name:24} {value:8.1f}")
+        print(f"  {name:26} {value:8.1f}")
     bare = med["bare python -c pass"]
-    for row in ("callwarden hook", "hook, own process"):
-        line = f"  {row} / bare interpreter {med[row] / bare:6.1f}x"
+    for row in ("callwarden hook", "python -m callwarden hook", "hook, own process"):
+        line = f"  {row:26} / bare interpreter {med[row] / bare:6.1f}x"
         if has_callguard:
             line += f"   / callguard process {med[row] / med['callguard process']:5.2f}x"
         print(line)

@@ -178,6 +178,25 @@ def test_workers_off_decides_alone_and_starts_none(hooks: Hooks) -> None:
     assert len(set(hooks.deciders())) == 2  # each call in a process of its own
 
 
+def test_the_installed_command_reaches_the_worker_on_the_short_path(hooks: Hooks) -> None:
+    """The ``callwarden`` an installer puts on PATH is the project's own script: an entry
+    point's launcher imports ``re`` (and ``python -m`` imports ``runpy``) before the hook's
+    warm path can start, which every tool call of a coding agent would pay."""
+    assert hooks.run(CALLS[1][1]).returncode == 0
+    worker = hooks.wait_for_worker()
+    done = subprocess.run([sys.executable, "-X", "importtime", str(CLI), "hook", "claude-code",
+                           "--policy", str(hooks.policy)], input=CALLS[1][1], text=True,
+                          capture_output=True, timeout=60, env=hooks.env, cwd=hooks.root,
+                          check=False)
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert hooks.deciders()[-1] == worker
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "callwarden.hooks._client" in imported
+    assert not imported & {"re", "runpy", "typing", "enum", "callwarden.engine"}
+
+
 def test_an_idle_worker_exits_and_removes_its_socket(hooks: Hooks) -> None:
     hooks.env["CALLWARDEN_HOOK_WORKER_IDLE"] = "1"
     hooks.run(CALLS[0][1])

@@ -122,7 +122,9 @@ def worker_place(policy: str) -> WorkerPlace | None:
     env = sorted((k, v) for k, v in os.environ.items()
                  if (k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES)
                  and not k.startswith(WORKER_ENV))  # the worker's own settings decide nothing
-    ident = repr((_MAGIC, os.getuid(), sys.executable, package, installed.st_mtime_ns,
+    # One interpreter, however it was named (a script's `python3`, a shell's `python`).
+    interpreter = (os.path.realpath(sys.executable), sys.prefix)
+    ident = repr((_MAGIC, os.getuid(), interpreter, package, installed.st_mtime_ns,
                   installed.st_size, policy, env))
     name = blake2b(ident.encode(), digest_size=12).hexdigest()
     if not _private_folder(folder):
