@@ -34,10 +34,17 @@ from callwarden._messages import output_unscreened
 from callwarden._settle import aresolve_ask, resolve_ask
 from callwarden.approvals import decision_digest
 from callwarden.engine.facts import output_facts, remember
-from callwarden.exceptions import ApprovalPending, ApprovalRequired, RunHalted, ToolDenied
+from callwarden.exceptions import (
+    ApprovalInvalid,
+    ApprovalPending,
+    ApprovalRequired,
+    RunHalted,
+    ToolDenied,
+)
 
 if TYPE_CHECKING:
     from callwarden._guard import Guard
+    from callwarden.approvals import ApprovalRequest
     from callwarden.typing import Approver
 
 __all__ = ["Enforcer", "Screened"]
@@ -62,6 +69,21 @@ class Screened(NamedTuple):
 
 # (what the model sees, the outcome status, whether to halt, the output rule, its source)
 _Screening = tuple[Any, OutcomeStatus, bool, str | None, str | None]
+
+
+# ``Enforcer.answer``'s ``names`` left out: the caller names the request itself.
+_NAMED: Any = object()
+
+
+def _refuse_in_doubt(request: ApprovalRequest) -> None:
+    """An approval the framework carried that does not name ``request``, raised in doubt."""
+    if request.in_doubt:
+        raise ApprovalInvalid("approval_in_doubt", (
+            f"approval request {request.id} was raised in doubt ({request.in_doubt}): an "
+            "approval the framework kept from before may be the one that let the call run "
+            f"then. Answer request {request.id} itself (callwarden approvals approve "
+            f"{request.id}, the console, or an answer naming it), and approve only if the call "
+            "did not happen."))
 
 
 class _Pending(NamedTuple):
@@ -227,7 +249,8 @@ class Enforcer:
 
     # -- a person's answer that arrived through the framework --------------------------------
 
-    def answer(self, request_id: str, answer: Any, *, by: str) -> Any:
+    def answer(self, request_id: str, answer: Any, *, by: str,
+               names: str | None = _NAMED) -> Any:
         """Records a reviewer's answer given through the framework (an interrupt's resume
         value, ``RunState.approve``) on the pending request; the call then resumes with
         ``approval_id=request_id`` (or is simply asked again).
@@ -236,24 +259,37 @@ class Enforcer:
         ``{"approve": bool, "by": str, "reason": str, "edit": {...args}}``. Returns the
         request as resolved.
 
+        ``names`` is the request id the framework's answer itself carries (its payload, its
+        resume value), None when it carries none: an adapter passes it when the answer comes
+        out of the framework's saved state, which a run resumed after a crash replays. A
+        request raised in doubt (the call may have run before the crash) takes an approval
+        only from an answer that names it; a refusal always counts. Left out, the caller
+        names ``request_id`` itself (it had it from callwarden).
+
         Raises:
             ApprovalError: the request is unknown, resolved already, expired, or ``by`` may
-                not approve it (nobody approves their own call).
+                not approve it (nobody approves their own call); ``approval_in_doubt``: an
+                approval that does not name a request raised in doubt.
             ValueError: the answer is none of the above.
         """
         approve, who, reason, edit = _parse_answer(answer, by)
         approvals = self.guard.approvals
-        if approve:
-            return approvals.approve(request_id, by=who, comment=reason, edit=edit)
-        return approvals.deny(request_id, by=who, reason=reason)
+        if not approve:
+            return approvals.deny(request_id, by=who, reason=reason)
+        if names != request_id and names is not _NAMED:
+            _refuse_in_doubt(approvals.get(request_id))
+        return approvals.approve(request_id, by=who, comment=reason, edit=edit)
 
-    async def aanswer(self, request_id: str, answer: Any, *, by: str) -> Any:
+    async def aanswer(self, request_id: str, answer: Any, *, by: str,
+                      names: str | None = _NAMED) -> Any:
         """Async twin of :meth:`answer`."""
         approve, who, reason, edit = _parse_answer(answer, by)
         approvals = self.guard.approvals
-        if approve:
-            return await approvals.aapprove(request_id, by=who, comment=reason, edit=edit)
-        return await approvals.adeny(request_id, by=who, reason=reason)
+        if not approve:
+            return await approvals.adeny(request_id, by=who, reason=reason)
+        if names != request_id and names is not _NAMED:
+            _refuse_in_doubt(await approvals.aget(request_id))
+        return await approvals.aapprove(request_id, by=who, comment=reason, edit=edit)
 
     def request(self, decision: Decision) -> str:
         """The id of the approval request an ``ask`` decision is bound to (the same call's

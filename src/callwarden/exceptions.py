@@ -194,7 +194,8 @@ class ApprovalInvalid(ApprovalError):
 
     Codes: ``approval_not_found``, ``approval_expired``, ``approval_not_approved``,
     ``approval_already_used``, ``approval_mismatch``, ``approval_denied``,
-    ``approval_already_resolved``, ``grant_not_found``.
+    ``approval_already_resolved``, ``grant_not_found``, ``approval_in_doubt`` (an approval a
+    framework kept, for a request raised in doubt: ``Enforcer.answer``).
     """
 
 

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from _scenario import POLICY, SECRET
+from _scenario import POLICY, SECRET, ProcessDied
 from google.adk.agents import LlmAgent
 from google.adk.apps import App
 from google.adk.events import Event
@@ -29,9 +29,10 @@ class Tools:
 
     def __init__(self) -> None:
         self.ran: list[tuple[str, dict[str, Any]]] = []
+        self.dies_in: set[str] = set()  # tools whose next run kills the process (ProcessDied)
 
     def all(self) -> list[Any]:
-        ran = self.ran
+        ran, dies_in = self.ran, self.dies_in
 
         async def read_file(path: str) -> str:
             """Reads a file."""
@@ -51,6 +52,9 @@ class Tools:
         def deploy(env: str) -> str:
             """Deploys the app."""
             ran.append(("deploy", {"env": env}))
+            if "deploy" in dies_in:
+                dies_in.discard("deploy")
+                raise ProcessDied
             return f"deployed to {env}"
 
         def wipe_disk(device: str) -> str:

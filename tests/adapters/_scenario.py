@@ -37,6 +37,11 @@ REQUEST_POLICY: dict[str, Any] = {
 each adapter's request test runs under."""
 
 
+class ProcessDied(BaseException):
+    """What a tool raises to stand for the process dying inside it: no framework handles it,
+    so the call records no outcome and the framework's session holds no result for it."""
+
+
 def crash_after_running(guard: Any) -> None:
     """What a process killed between a tool's run and its recorded outcome leaves behind: the
     journal entries of the calls that ran are open again (``executing``), so the same calls,

@@ -22,7 +22,8 @@ from _agent_framework_support import (
     results_seen,
 )
 from _readme import ReadmeSection
-from agent_framework import Content, Message, MiddlewareFailure
+from _scenario import crash_after_running
+from agent_framework import AgentSession, Content, Message, MiddlewareFailure
 
 from callwarden import Approve, Deny, Guard, RunHalted
 from callwarden.adapters.agent_framework import REQUEST_KEY, AgentRunHalted, CallwardenMiddleware
@@ -223,6 +224,32 @@ async def test_an_approval_given_with_respond_runs_the_exact_call_once() -> None
     client.turns.append("again")
     await resume(ops, session, mw.respond(request, True, by="alice"))  # a replayed answer
     assert tools.ran == [("deploy", {"env": "qa"})]
+
+
+@pytest.mark.parametrize("how", ["plain", "respond"])
+async def test_an_approval_replayed_after_a_crash_does_not_run_the_call_again(how: str) -> None:
+    tools = Tools()
+    mw = guard()
+    client = ScriptedClient(asks(call("c1", "deploy", env="qa")), "deployed", "awaiting approval",
+                            "deployed it")
+    ops, session, request = await paused(tools, client, mw)
+    saved = session.to_dict()  # what the app persisted before the run went on
+    answer = request.to_function_approval_response(True) if how == "plain" else \
+        mw.respond(request, True, by="alice")
+    await resume(ops, session, answer)
+    crash_after_running(mw.enforcer.guard)  # killed before the outcome was recorded
+    # The app resumes the session it saved, with the approval that let the call run then.
+    restored = AgentSession.from_dict(saved)
+    again = await resume(ops, restored, answer)
+    assert tools.ran == [("deploy", {"env": "qa"})]
+    [asked] = again.user_input_requests  # asked again, bound to the request raised in doubt
+    doubt = mw.enforcer.guard.approvals.get(asked.additional_properties[REQUEST_KEY])
+    assert doubt.in_doubt and doubt.status.value == "pending"
+    assert "may already have run" in asked.additional_properties["reason"]
+    # A person who checked that it did not happen approves the request raised in doubt.
+    await resume(ops, restored, mw.respond(asked, True, by="carol"))
+    assert tools.ran == [("deploy", {"env": "qa"})] * 2
+    assert mw.enforcer.guard.approvals.get(doubt.id).resolved_by == "carol"
 
 
 async def test_a_plain_framework_approval_is_recorded_as_the_reviewers() -> None:

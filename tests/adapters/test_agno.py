@@ -21,13 +21,14 @@ from _agno_support import (
     results,
 )
 from _readme import ReadmeSection
-from _scenario import REQUEST_POLICY
+from _scenario import REQUEST_POLICY, crash_after_running
 from agno.agent import Agent
 from agno.run.agent import RunOutput
 from agno.tools.function import ToolResult
 
 from callwarden import Approve, Deny, Guard
 from callwarden.adapters.agno import CallwardenToolHook
+from callwarden.exceptions import ApprovalInvalid
 
 README = ReadmeSection("Agno")
 TIMEOUT = 30  # a hang fails the test instead of blocking the suite
@@ -270,6 +271,26 @@ async def test_a_confirmed_pause_records_the_approval_and_runs_the_call_once(kin
     assert results(done)["c1"] == ("deployed to qa", False)
     [request] = guard.enforcer.guard.approvals.list()
     assert (request.status, request.resolved_by) == ("consumed", "alice")
+
+
+def test_a_call_in_doubt_is_not_confirmed_through_agno() -> None:
+    tools = Tools()
+    guard = hook()
+    model = ScriptedModel(turns=[[("c1", "deploy", {"env": "qa"})], "deployed", "again"])
+    a = agent(guard, model, tools, confirm_deploys=True)
+    paused = in_thread(lambda: a.run("deploy"))
+    [requirement] = paused.active_requirements
+    guard.confirm(requirement, run=paused, by="alice")
+    in_thread(lambda: a.continue_run(run_response=paused, requirements=paused.requirements))
+    crash_after_running(guard.enforcer.guard)  # killed before the outcome was recorded
+    # The app shows the paused run it saved again, and a person confirms it again.
+    with pytest.raises(ApprovalInvalid) as refused:
+        guard.confirm(requirement, run=paused, by="alice")
+    assert refused.value.code == "approval_in_doubt"
+    [doubt] = [r for r in guard.enforcer.guard.approvals.list() if r.in_doubt]
+    assert doubt.status == "pending" and doubt.id in refused.value.message
+    in_thread(lambda: a.continue_run(run_response=paused, requirements=paused.requirements))
+    assert tools.ran == [("deploy", {"env": "qa"})]
 
 
 async def test_a_rejected_pause_gives_the_model_the_reason() -> None:

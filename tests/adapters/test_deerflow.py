@@ -334,6 +334,35 @@ async def test_approved_call_runs_exactly_once_after_resume_async(tools, ran) ->
     assert ran == [("deploy", {"env": "qa"})]
 
 
+class ProcessDied(BaseException):
+    """The process dying inside a tool: LangGraph saves no result for the task."""
+
+
+def test_a_resume_value_replayed_after_a_crash_does_not_run_the_call_again(ran) -> None:
+    @tool
+    def deploy(env: str) -> str:
+        """Deploys."""
+        ran.append(("deploy", {"env": env}))
+        if len(ran) == 1:
+            raise ProcessDied
+        return f"deployed {env}"
+
+    model, graph, config, _ = run_to_interrupt([deploy], Provider(POLICY, interrupt=True),
+                                               ("deploy", {"env": "prod"}))
+    with pytest.raises(ProcessDied):
+        graph.invoke(Command(resume={"approve": True, "by": "bob"}), config, context=CONTEXT)
+    # Resumed from the checkpoint: LangGraph replays the answer that let the call run then.
+    again = graph.invoke(None, config, context=CONTEXT)
+    assert ran == [("deploy", {"env": "prod"})]
+    (pause,) = again["__interrupt__"]
+    assert pause.value["type"] == "callwarden.approval" and pause.value["in_doubt"]
+    graph.invoke(Command(resume={"approve": True, "by": "carol",
+                                 "request_id": pause.value["request_id"]}),
+                 config, context=CONTEXT)
+    assert ran == [("deploy", {"env": "prod"})] * 2
+    assert seen_by_model(model)["deploy"] == "deployed prod"
+
+
 def test_halt_pauses_the_run_and_stays_denied_on_resume(tools, ran) -> None:
     model, graph, config, first = run_to_interrupt(tools, Provider(POLICY, interrupt=True),
                                                    ("wipe", {}))

@@ -25,12 +25,14 @@ from _google_adk_support import (
     text,
 )
 from _readme import ReadmeSection
+from _scenario import ProcessDied
 from google.adk.agents import LlmAgent
 from google.adk.apps import App
 from google.adk.runners import InMemoryRunner
 from google.adk.workflow import Workflow
 
 from callwarden import Approve, Deny, Guard
+from callwarden.approvals import Status
 
 README = ReadmeSection("Google ADK")
 
@@ -162,6 +164,23 @@ async def test_a_confirmed_call_runs_exactly_once_and_the_model_sees_its_result(
     assert tools.ran.count(("deploy", {"env": "qa"})) == 1
     [approved] = s.plugin.enforcer.guard.approvals.list("consumed")
     assert approved.resolved_by == "reviewer"
+
+
+async def test_a_confirmation_replayed_after_a_crash_does_not_run_the_call_again() -> None:
+    tools = Tools()
+    s, request = await pause_on_deploy(tools, "awaiting approval")
+    tools.dies_in.add("deploy")
+    with pytest.raises(ProcessDied):  # the process dies while the confirmed call runs
+        await s.send(confirm(request, True))
+    # The app resumes the session with the confirmation that let the call run then.
+    events = await s.send(confirm(request, True))
+    assert tools.ran.count(("deploy", {"env": "qa"})) == 1
+    approvals = s.plugin.enforcer.guard.approvals
+    [doubt] = [r for r in approvals.list() if r.in_doubt]
+    assert doubt.status is Status.PENDING  # only a person's answer to it can settle it
+    [said] = [p.function_response.response["error"] for e in events
+              for p in (e.content.parts if e.content else []) if p.function_response]
+    assert "may already have run" in said and doubt.id in said
 
 
 async def test_a_rejected_confirmation_gives_the_model_the_reason() -> None:

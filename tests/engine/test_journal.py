@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from callwarden import Guard
+from callwarden.adapters import Enforcer
+from callwarden.approvals import Status
 from callwarden.audit import Auditor, CallableSink
 from callwarden.engine.journal import journal_key
-from callwarden.exceptions import ApprovalPending, PolicyError, ToolDenied
+from callwarden.exceptions import ApprovalInvalid, ApprovalPending, PolicyError, ToolDenied
 from callwarden.policyfile import compile_policy
 from callwarden.state import MemoryStore, SQLiteStore
 
@@ -99,6 +101,38 @@ def test_a_call_in_doubt_runs_once_a_person_approves_it_and_is_closed() -> None:
     closed = entry(guard, "call-1")
     assert closed is not None and closed["state"] == "done"
     assert f"request {pending.value.request_id}" in closed["approval"]
+
+
+@pytest.mark.parametrize("names", [None, "another-request"])
+async def test_an_approval_a_framework_kept_does_not_answer_a_request_in_doubt(
+        names: str | None) -> None:
+    """What adapters pass on from a framework's saved state (a confirmation, an approval
+    response, a resume value): it may be the approval that let the call run before a crash."""
+    guard, _ = make()
+    crash(guard)
+    enforcer = Enforcer(guard, framework="test")
+    asked = guard.check(*PAY, call_id="call-1", session="s1")
+    request_id = enforcer.request(asked)
+    with pytest.raises(ApprovalInvalid) as refused:
+        enforcer.answer(request_id, True, by="reviewer", names=names)
+    assert refused.value.code == "approval_in_doubt"
+    assert f"callwarden approvals approve {request_id}" in refused.value.message
+    with pytest.raises(ApprovalInvalid):
+        await enforcer.aanswer(request_id, True, by="reviewer", names=names)
+    assert guard.approvals.get(request_id).status is Status.PENDING
+    # One that names the request (a person shown it answered), or one the caller names
+    # itself, counts; so does a refusal, whatever it names.
+    assert enforcer.answer(request_id, True, by="alice", names=request_id).status \
+        is Status.APPROVED
+    other = enforcer.request(guard.check("deploy", {"env": "prod"}, call_id="d-1",
+                                         session="s1"))  # asked, not in doubt
+    assert enforcer.answer(other, True, by="alice", names=None).status is Status.APPROVED
+    crash(guard, "call-3")
+    third = enforcer.request(guard.check(*PAY, call_id="call-3", session="s1"))
+    assert (await enforcer.aanswer(third, False, by="bob", names=None)).status is Status.DENIED
+    crash(guard, "call-4")
+    fourth = enforcer.request(guard.check(*PAY, call_id="call-4", session="s1"))
+    assert (await enforcer.aanswer(fourth, True, by="bob")).status is Status.APPROVED
 
 
 def test_a_standing_grant_does_not_cover_a_call_in_doubt() -> None:

@@ -233,9 +233,11 @@ class CallwardenMiddleware(FunctionMiddleware):
         except ApprovalPending as pending:
             return _approval_request(call, pending)
 
-    async def _resume(self, call: _Call, response: Content) -> Decision:
+    async def _resume(self, call: _Call, response: Content) -> Decision | Content:
         """A call the framework replays after an approval response: records the person's
-        answer on callwarden's request and settles the call with it."""
+        answer on callwarden's request and settles the call with it. A call in doubt (it may
+        have run before a crash) is asked again: the response a resumed session replays is the
+        one that let it run then."""
         enforcer = self.enforcer
         request_id, answer, by = _answer(response, self.reviewer)
         decision = await enforcer.acheck(call.tool, call.args, **call.fields)
@@ -251,11 +253,13 @@ class CallwardenMiddleware(FunctionMiddleware):
             return await enforcer.asettle(decision, approver=None, wait=None)
         except ApprovalPending as pending:
             pending_id = pending.request_id
+            if pending.decision.in_doubt and request_id != pending_id:
+                return _approval_request(call, pending)
         if request_id is not None and request_id != pending_id:
             raise ApprovalInvalid("approval_mismatch",
                                   f"the answer is for request {request_id}, not {pending_id}")
         try:
-            await enforcer.aanswer(pending_id, answer, by=by)
+            await enforcer.aanswer(pending_id, answer, by=by, names=request_id)
         except ValueError as e:
             raise ApprovalInvalid("approval_answer_invalid", str(e)) from e
         except ApprovalInvalid as e:

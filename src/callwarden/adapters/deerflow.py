@@ -180,26 +180,31 @@ class Provider:
                      f"(approval request {request_id}). Do not retry it until the user says it "
                      "is approved.", approval_request_id=request_id)
 
-    def _resume(self, pause: _Pause, answer: Any) -> GuardrailDecision:
+    def _resume(self, pause: _Pause, answer: Any) -> GuardrailDecision | _Pause:
         if pause.request_id is None:  # a halt stays a halt, whatever the reviewer answered
             return _verdict(pause.decision)
+        if _replayed(pause, answer):
+            return pause
         self._record(pause.request_id, answer)
         settled = self.enforcer.decide(**pause.fields, approval_id=pause.request_id)
         return _verdict(settled)
 
-    async def _aresume(self, pause: _Pause, answer: Any) -> GuardrailDecision:
+    async def _aresume(self, pause: _Pause, answer: Any) -> GuardrailDecision | _Pause:
         if pause.request_id is None:
             return _verdict(pause.decision)
+        if _replayed(pause, answer):
+            return pause
         # Answered already (a re-executed node): the store's answer stands.
         with contextlib.suppress(ApprovalError):
-            await self.enforcer.aanswer(pause.request_id, answer, by="deerflow")
+            await self.enforcer.aanswer(pause.request_id, answer, by="deerflow",
+                                        names=_named(answer))
         settled = await self.enforcer.adecide(**pause.fields, approval_id=pause.request_id)
         return _verdict(settled)
 
     def _record(self, request_id: str, answer: Any) -> None:
         # Answered already (a re-executed node): the store's answer stands.
         with contextlib.suppress(ApprovalError):
-            self.enforcer.answer(request_id, answer, by="deerflow")
+            self.enforcer.answer(request_id, answer, by="deerflow", names=_named(answer))
 
 
 def _fields(request: Any) -> dict[str, Any]:
@@ -303,6 +308,20 @@ async def _asafe(fn: Callable[..., Any], *args: Any) -> Any:
         return _error(e)
 
 
+def _named(answer: Any) -> str | None:
+    """The request id a resume value names (``{"approve": true, "request_id": ...}``)."""
+    named = answer.get("request_id") if isinstance(answer, Mapping) else None
+    return named if isinstance(named, str) else None
+
+
+def _replayed(pause: _Pause, answer: Any) -> bool:
+    """Whether an answer cannot settle a call in doubt (it may have run before a crash): only
+    one naming its request can; LangGraph replays the resume values a node was given before,
+    and the answer that let the first attempt run must not let it run again (the run pauses
+    once more, with ``in_doubt`` in the interrupt)."""
+    return bool(pause.decision.in_doubt) and _named(answer) != pause.request_id
+
+
 def _pause_run(pause: _Pause) -> Any:
     """Pauses the LangGraph run; returns the resume value (the reviewer's answer), or a deny
     when no interrupt is possible (no LangGraph, no checkpointer, outside a graph)."""
@@ -317,7 +336,8 @@ def _pause_run(pause: _Pause) -> Any:
             "type": "callwarden.approval" if pause.request_id else "callwarden.halt",
             "request_id": pause.request_id, "tool": decision.tool,
             "args": thaw(decision.call.args), "message": describe_refusal(decision),
-            "rule": decision.rule, "decision_id": decision.decision_id})
+            "rule": decision.rule, "decision_id": decision.decision_id,
+            "in_doubt": decision.in_doubt})
     except GraphBubbleUp:
         raise
     except Exception as e:  # e.g. "called outside of a runnable context": fail closed

@@ -254,7 +254,11 @@ class CallwardenPlugin(BasePlugin):
         """The decision with an ``ask`` settled, or the response that pauses the call.
 
         ADK calls the tool again when the user answers the confirmation: the same call finds
-        its pending request, the answer is recorded on it, and the decision uses it once."""
+        its pending request, the answer is recorded on it, and the decision uses it once. A
+        call in doubt (it may have run before a crash) takes only a confirmation whose payload
+        names its request: a resumed invocation replays the confirmation that let it run then,
+        so the call stays asked (the model reads that the request raised in doubt awaits a
+        person)."""
         enforcer = self._enforcer
         fields = _fields(tool_context, session)
         try:
@@ -262,7 +266,8 @@ class CallwardenPlugin(BasePlugin):
         except ApprovalPending as pending:
             request_id, asked = pending.request_id, pending.decision
         confirmation = tool_context.tool_confirmation
-        if confirmation is None:
+        named = _named(confirmation.payload) if confirmation is not None else None
+        if confirmation is None or (asked.in_doubt and named != request_id):
             tool_context.request_confirmation(
                 hint=asked.message or f"The call to '{name}' needs a person's approval.",
                 payload={"request_id": request_id, "tool": name, "args": thaw(asked.args),
@@ -272,7 +277,7 @@ class CallwardenPlugin(BasePlugin):
             return {"error": approval_pending(asked, request_id)}
         answer = _answer(confirmation.confirmed, confirmation.payload, request_id)
         try:
-            await enforcer.aanswer(request_id, answer, by=self.reviewer)
+            await enforcer.aanswer(request_id, answer, by=self.reviewer, names=named)
         except ValueError as e:
             raise ApprovalInvalid("approval_answer_invalid", str(e)) from e
         except ApprovalInvalid as e:
@@ -339,6 +344,12 @@ def _request_of(tool_context: Any) -> str | None:
 def _session_of(context: Any) -> str | None:
     session = getattr(getattr(context, "session", None), "id", None)
     return session if isinstance(session, str) and session else None
+
+
+def _named(payload: Any) -> str | None:
+    """The request id a confirmation's payload names (callwarden's own payload does)."""
+    named = payload.get("request_id") if isinstance(payload, Mapping) else None
+    return named if isinstance(named, str) else None
 
 
 def _answer(confirmed: bool, payload: Any, request_id: str) -> dict[str, Any]:

@@ -315,7 +315,8 @@ class GuardedTool(FunctionTool):
         try:
             await enforcer.aanswer(request_id, {
                 "approve": answer.approve, "by": answer.by or self.gate.reviewer,
-                "reason": answer.reason, "edit": answer.edit}, by=self.gate.reviewer)
+                "reason": answer.reason, "edit": answer.edit}, by=self.gate.reviewer,
+                names=answer.request_id)
         except ApprovalInvalid as e:
             if e.code != "approval_already_resolved":  # else: resolved elsewhere, it stands
                 return _error(name, arguments, not_approved(name, e.message))
