@@ -445,6 +445,34 @@ def test_symlinks_resolve_on_the_real_filesystem(tmp_path: Path) -> None:
     assert hit is not None and hit.code == "path.outside_root"
 
 
+@pytest.mark.parametrize("change", ["file becomes a link", "folder becomes a link",
+                                    "parent replaced by a link", "parent removed"])
+def test_a_new_file_checked_again_sees_what_changed_on_the_real_filesystem(
+        tmp_path: Path, change: str) -> None:
+    """A path to a file that does not exist yet is resolved once and checked again cheaply:
+    whatever turns it into a way out of the project since is seen on the next check."""
+    project, secrets = tmp_path / "project", tmp_path / "secrets"
+    (project / "out").mkdir(parents=True)
+    secrets.mkdir()
+    m = PathMatcher({"root": str(project), "home": HOME, "allow_roots": ["."]}, CompileEnv())
+    target = "out/new/report.txt" if change == "folder becomes a link" else "out/report.txt"
+    for _ in range(2):  # the second check reuses the first one's resolution
+        assert m.check_path(target, write=True) is None
+    if change == "file becomes a link":
+        (project / "out" / "report.txt").symlink_to(secrets / "report.txt")
+    elif change == "folder becomes a link":
+        (project / "out" / "new").symlink_to(secrets)
+    elif change == "parent replaced by a link":
+        (project / "out").rename(tmp_path / "old-out")
+        (project / "out").symlink_to(secrets)
+    else:
+        (project / "out").rmdir()
+        assert resolve_physical(str(project / target)) == str(project / target)
+        return
+    hit = m.check_path(target, write=True)
+    assert hit is not None and hit.code == "path.outside_root"
+
+
 def test_dangling_symlink_write_is_judged_by_its_target(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()

@@ -361,35 +361,61 @@ def resolve_physical(path: str, fs_root: str | None = None) -> str | None:
     """
     if fs_root is None and _FAST_RESOLVE:
         known = _RESOLVED.get(path)
-        if known is not None:
-            try:
-                info = os.stat(path)
-            except OSError:
-                info = None
-            if info is not None and (info.st_dev, info.st_ino) == known[1]:
-                return known[0]
-        real, identity = _resolve_kernel(path)
+        if known is not None and _still(path, known):
+            return known[0]
+        real, identity, missing = _resolve_kernel(path)
         if real is not None and identity is not None:
             if len(_RESOLVED) >= _RESOLVED_KEPT:
                 _RESOLVED.clear()
-            _RESOLVED[path] = (real, identity)
+            _RESOLVED[path] = (real, identity, missing)
         return real
     return _resolve_walk(path, (fs_root or "").rstrip("/"))
 
 
-# Where an existing path led, and the (device, inode) it led to, read from the same open file
-# as the resolution (so no swap in between can pair them wrongly). A later call whose path
-# still leads to that file (one stat) reuses the answer: a symlink pointed elsewhere since
-# leads to another file and is resolved again. Paths to missing files are not kept.
-_RESOLVED: dict[str, tuple[str, tuple[int, int]]] = {}
+# Where a path led, checked again cheaply before it is reused. For an existing file: the
+# (device, inode) it led to, read from the same open file as the resolution (so no swap in
+# between can pair them wrongly); a later call whose path still leads to that file (one stat)
+# reuses the answer, and a symlink pointed elsewhere since leads to another file and is
+# resolved again. For a path that does not exist yet (a file about to be written): the deepest
+# existing directory the walk reached, its (device, inode), and the first missing name below
+# it; while that directory is still the one the path reaches (one stat) and the name is still
+# missing (one lstat), nothing below it can have become a link, so the answer holds. A path
+# that went through a dangling link is not kept.
+_RESOLVED: dict[str, tuple[str, tuple[int, int], tuple[str, str] | None]] = {}
 _RESOLVED_KEPT = 4096
 
 
-def _resolve_kernel(path: str) -> tuple[str | None, tuple[int, int] | None]:
+def _still(path: str, known: tuple[str, tuple[int, int], tuple[str, str] | None]) -> bool:
+    """Whether a kept resolution of ``path`` still holds (see ``_RESOLVED``)."""
+    _, identity, missing = known
+    try:
+        info = os.stat(path if missing is None else missing[0])
+    except OSError:
+        return False
+    if (info.st_dev, info.st_ino) != identity:
+        return False
+    if missing is None:
+        return True
+    try:
+        os.lstat(missing[1])
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False  # the missing name exists now: resolve again
+
+
+def _resolve_kernel(path: str) -> tuple[str | None, tuple[int, int] | None,
+                                         tuple[str, str] | None]:
+    """Where ``path`` lands; the identity to keep with it (None: not kept); for a path that
+    does not exist yet, the existing directory and the first missing name (see
+    ``_RESOLVED``)."""
     # One open(O_PATH) lets the kernel do the whole walk (symlinks and '..' physically), and
     # /proc/self/fd tells where it ended: three syscalls however deep the path is.
     suffix = ""
     current = path
+    first_missing: str | None = None
+    linked = False
     for _ in range(_MAX_LINKS + 256):
         try:
             fd = os.open(current, _O_PATH | os.O_CLOEXEC)
@@ -400,28 +426,34 @@ def _resolve_kernel(path: str) -> tuple[str | None, tuple[int, int] | None]:
                 target = None
             if target is not None:
                 # A dangling link: writing to it creates the target.
+                linked = True
                 parent = current.rsplit("/", 1)[0] or "/"
                 current = target if target.startswith("/") else parent + "/" + target
                 continue
             head, _, tail = current.rpartition("/")
             if not tail and not head:
-                return None, None
+                return None, None, None
+            first_missing = current
             suffix = "/" + tail + suffix
             current = head or "/"
             continue
         except OSError:
-            return None, None
+            return None, None, None
         try:
             real = os.readlink(f"/proc/self/fd/{fd}")
-            info = os.fstat(fd) if not suffix else None
+            info = os.fstat(fd)
         except OSError:
-            return None, None
+            return None, None, None
         finally:
             os.close(fd)
-        if info is not None:
-            return real, (info.st_dev, info.st_ino)
-        return collapse_plain(real.rstrip("/") + suffix), None
-    return None, None
+        identity = (info.st_dev, info.st_ino)
+        if not suffix:
+            return real, identity, None
+        real = collapse_plain(real.rstrip("/") + suffix)
+        if linked or first_missing is None:
+            return real, None, None
+        return real, identity, (current, first_missing)
+    return None, None, None
 
 
 def _resolve_walk(path: str, fs_root: str) -> str | None:
