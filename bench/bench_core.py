@@ -338,7 +338,7 @@ def main() -> None:
                                                      start=WARMUP),
         "check (c) 10,000 rules / 1,000 tools": time_sync(many.check, many_calls),
         # Path rules resolve symlinks: an existing file (its resolution kept, checked with one
-        # stat) against a path that does not exist yet (resolved every time).
+        # stat) and a path that does not exist yet (kept, checked with a stat and an lstat).
         "check (b) read_file, an existing file": time_sync(
             realistic.check, [("read_file", {"path": str(Path(__file__).resolve())})]),
         "check (b) read_file, a new file": time_sync(
