@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from callwarden._decision import Decision
+
+if TYPE_CHECKING:
+    import urllib.error
 
 __all__ = ["SERVER_ENV", "decide_remote"]
 
@@ -49,6 +50,11 @@ def decide_remote(server: str, tool: str, args: Any, *, framework: str, cwd: str
         context.setdefault("cwd", cwd)
     body = {"tool": tool, "args": args, "framework": framework, "context": context,
             **{k: v for k, v in fields.items() if v is not None}}
+    # Imported here: urllib.request (http.client, email, ssl) costs every hook process that
+    # decides by itself far more than the rest of this module, and only --server needs it.
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(
         server.rstrip("/") + "/v1/decide", data=json.dumps(body).encode(), method="POST",
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
