@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -471,6 +472,25 @@ def test_a_new_file_checked_again_sees_what_changed_on_the_real_filesystem(
         return
     hit = m.check_path(target, write=True)
     assert hit is not None and hit.code == "path.outside_root"
+
+
+@pytest.mark.parametrize("path", ["/proc/self/environ", "/proc/thread-self/environ",
+                                  "/proc/self/task/{tid}/environ", "/proc/{pid}/environ",
+                                  "/proc/{pid}/task/{tid}/mem", "/proc/1/environ"])
+def test_a_process_s_environment_is_sensitive_however_it_is_named(tmp_path: Path,
+                                                                  path: str) -> None:
+    """On the real /proc: ``/proc/self`` and ``/proc/thread-self`` lead to this process's
+    folder, which the compiled policy does not name (the deciding process is not the agent's
+    tool); every spelling still reaches a ``/proc/*/...`` entry of the sensitive list."""
+    m = PathMatcher({"root": str(tmp_path), "home": HOME, "sensitive": True}, CompileEnv())
+    hit = m.check_path(path.format(pid=os.getpid(), tid=threading.get_native_id()))
+    assert hit is not None and hit.code == "path.sensitive"
+
+
+def test_the_compiled_sensitive_paths_do_not_name_the_process_that_compiled_them() -> None:
+    m = PathMatcher({"root": ROOT, "home": HOME, "sensitive": True}, CompileEnv())
+    assert m._sensitive is not None
+    assert not [glob for glob, _ in m._sensitive.globs if f"/proc/{os.getpid()}" in glob]
 
 
 def test_dangling_symlink_write_is_judged_by_its_target(tmp_path: Path) -> None:

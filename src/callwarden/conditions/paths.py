@@ -189,7 +189,7 @@ class PathMatcher:
                 # A link target may name the real directory behind a symlinked home.
                 prefix = literal_prefix(form)
                 real = _resolved_at_load(prefix, self._fs_root) if prefix != "/" else None
-                if real and real != prefix:
+                if real and real != prefix and not _one_process(real):
                     out.append(real.rstrip("/") + form[len(prefix):])
         return out
 
@@ -479,6 +479,15 @@ def _segments_below(segs: list[str], pat: list[str], literal: bool, probe: str) 
 
 
 _WILDCARD_ONLY = re.compile(r"(?:\*|\?|\[[^\]]*\])+\Z")
+
+
+def _one_process(real: str) -> bool:
+    """Whether a resolved path is one process's folder in procfs (``/proc/self`` and
+    ``/proc/thread-self`` lead to ``/proc/PID``, ``/proc/PID/task/TID``): the process that loads
+    the policy, not the agent's tool (a hook or the service decides in a process of its own),
+    so a glob gets no form naming it. The glob's own form still matches the link's name, and a
+    path reached through it matches ``/proc/*/...`` globs as every process's files do."""
+    return real.startswith("/proc/") and real[6:].partition("/")[0].isdigit()
 
 
 def _names_files(glob: str) -> bool:
