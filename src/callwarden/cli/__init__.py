@@ -36,7 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _hook_here(agent: str, policy: str, stdin: TextIO) -> int:
-    """``callwarden hook`` deciding in this process."""
-    from callwarden.hooks import run_hook
+    """``callwarden hook`` deciding in this process, with the policy's regular expressions
+    built from the code kept by the last such process (``callwarden.hooks._compiled``)."""
+    from callwarden.hooks._compiled import kept_regexes
 
-    return run_hook(agent, policy, stdin, sys.stdout, sys.stderr)
+    with kept_regexes(policy):
+        from callwarden.hooks import run_hook
+
+        return run_hook(agent, policy, stdin, sys.stdout, sys.stderr)

@@ -61,7 +61,10 @@ class Compiled:
             self._kept.move_to_end(key)
             return kept[0]
         self._kept.pop(key, None)
-        loaded = load_policy(path, where)
+        from callwarden.hooks._compiled import kept_regexes
+
+        with kept_regexes(path, where):  # as the hook process that started this worker did
+            loaded = load_policy(path, where)
         stamp = _stamp(loaded.files)
         settled = time.time_ns() - _SETTLED_NS
         if all(entry is not None and entry[1] < settled for entry in stamp):
