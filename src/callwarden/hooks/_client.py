@@ -181,13 +181,14 @@ def hook_through_worker(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: 
                         decide_here: Callable[[str, str, TextIO], int]) -> int | None:
     """Runs ``callwarden hook ARGV`` (the words after ``hook``) through the policy's worker,
     or with ``decide_here(agent, policy, input)`` when the worker cannot answer (then starts
-    one); returns the exit code, or None (with stdin unread) for what the full command line
-    must handle: other options, an unknown agent, no policy, workers turned off."""
+    one) or workers are turned off; returns the exit code, or None (with stdin unread) for
+    what the full command line must handle: other options, an unknown agent, no policy, a
+    decision server."""
     parsed = _parse(argv)
     buffer = getattr(stdin, "buffer", None)
-    if parsed is None or buffer is None or os.environ.get("CALLWARDEN_SERVER") or \
-            os.environ.get(WORKER_ENV, "").strip().lower() in _OFF:
+    if parsed is None or buffer is None or os.environ.get("CALLWARDEN_SERVER"):
         return None  # (a service decides: the full command line asks it)
+    off = os.environ.get(WORKER_ENV, "").strip().lower() in _OFF
     agent, policy = parsed
     policy = policy or os.environ.get("CALLWARDEN_POLICY")
     if not policy:
@@ -199,6 +200,8 @@ def hook_through_worker(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: 
         raw = buffer.read(MAX_INPUT + 1)
     except Exception as e:  # the in-process path turns it into the agent's "block" reply
         return decide_here(agent, policy, _Failing(e))  # type: ignore[arg-type]
+    if off:
+        return decide_here(agent, policy, text_stream(raw, *encoding))
     try:  # anything amiss on the worker's side: the call is decided here
         place = worker_place(policy)
         answer = _ask(place, agent, policy, encoding, raw) if place is not None else None
