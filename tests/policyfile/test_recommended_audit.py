@@ -11,7 +11,7 @@ TOKEN = "ghp_4N8xQ2rT6vY9bK3mZ7pL1sD5fH0jW2cE8gA4"
 
 @pytest.fixture(scope="module")
 def guard() -> Guard:
-    return Guard.from_dict({"version": 1, "extends": "callwarden:recommended",
+    return Guard.from_dict({"version": 1, "extends": "callwarden:recommended", "timeout": "60s",
                             "workspace": {"root": "/home/dev/project", "home": "/home/dev"}})
 
 

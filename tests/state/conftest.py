@@ -49,9 +49,10 @@ def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Sta
     # The session's redis-server, or its Redis Cluster (tests/conftest.py).
     url = request.getfixturevalue("redis_server" if kind == "redis" else "redis_cluster").url
     # A generous deadline: these tests are about atomicity, and a loaded CI machine can take
-    # longer than the default 0.5 s to open 64 pooled connections at once. The failure tests
-    # build their own stores with short deadlines.
-    return RedisStore(url, prefix=unique_prefix(), timeout=5.0)
+    # longer than the default 0.5 s to open 64 pooled connections at once (with two busy loops
+    # beside the suite, one connect once outlasted 2.5 s). The failure tests build their own
+    # stores with short deadlines.
+    return RedisStore(url, prefix=unique_prefix(), timeout=30.0)
 
 
 @pytest.fixture(params=STORE_KINDS)

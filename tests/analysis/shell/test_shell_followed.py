@@ -16,7 +16,8 @@ URL = "https://example.com/x.sh"
 
 
 def _guard(workspace: bool = True) -> Guard:
-    policy: dict[str, object] = {"version": 1, "extends": "callwarden:recommended"}
+    policy: dict[str, object] = {"version": 1, "extends": "callwarden:recommended",
+                                 "timeout": "60s"}
     if workspace:
         policy["workspace"] = {"root": ROOT, "home": HOME}
     return Guard.from_dict(policy)
