@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -368,11 +367,9 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
 
 def _hook(args: argparse.Namespace, out: TextIO) -> int:
     from callwarden.hooks import run_hook
-    from callwarden.hooks._compiled import kept_regexes
 
     # Fails closed inside: every error becomes the agent's "block" reply, never a traceback.
-    with kept_regexes(args.policy) if args.policy else contextlib.nullcontext():
-        return run_hook(args.agent, args.policy, sys.stdin, out, sys.stderr, server=args.server)
+    return run_hook(args.agent, args.policy, sys.stdin, out, sys.stderr, server=args.server)
 
 
 def _approvals(args: argparse.Namespace, out: TextIO) -> int:

@@ -71,8 +71,7 @@ class _Kept:
         if found is not None:
             final, code, groups, groupindex, indexgroup = found
             try:
-                compiled = _sre.compile(p, final, code.tolist() if isinstance(code, array.array)
-                                        else code, groups, groupindex, indexgroup)
+                compiled = _sre.compile(p, final, code.tolist(), groups, groupindex, indexgroup)
             except Exception:  # an invalid program, or another engine: compile it
                 compiled = None
             if compiled is not None:
@@ -222,11 +221,14 @@ def _open(policy: str, folder: str | None) -> _Kept | None:
 
 
 @contextlib.contextmanager
-def kept_regexes(policy: str, folder: str | None = None) -> Iterator[None]:
+def kept_regexes(policy: str, folder: str | None = None, *, keep: bool = True
+                 ) -> Iterator[None]:
     """While inside, ``re`` builds the patterns it compiles from the code kept for
     ``policy`` (a policy file's path) decided in ``folder`` (its root; the working directory
-    by default); on leaving, the code of those it had to compile is kept. Nothing here fails
-    the caller: without a private folder it does nothing."""
+    by default); on leaving, with ``keep``, the code of those it had to compile is kept (a
+    process that imported callwarden before entering keeps only part of what the next hook
+    process needs: it reads and does not write). Nothing here fails the caller: without a
+    private folder it does nothing."""
     try:
         kept = _open(policy, folder)
     except Exception:
@@ -240,5 +242,6 @@ def kept_regexes(policy: str, folder: str | None = None) -> Iterator[None]:
     finally:
         if _compiler.compile == kept.compile:
             _compiler.compile = _ORIGINAL
-        with contextlib.suppress(Exception):
-            kept.save()
+        if keep:
+            with contextlib.suppress(Exception):
+                kept.save()

@@ -63,7 +63,8 @@ class Compiled:
         self._kept.pop(key, None)
         from callwarden.hooks._compiled import kept_regexes
 
-        with kept_regexes(path, where):  # as the hook process that started this worker did
+        # Read as the hook process that started this worker wrote them.
+        with kept_regexes(path, where, keep=False):
             loaded = load_policy(path, where)
         stamp = _stamp(loaded.files)
         settled = time.time_ns() - _SETTLED_NS
