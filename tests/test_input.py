@@ -347,3 +347,29 @@ def test_immutable_values_are_kept_as_they_are() -> None:
     call = ToolCall.create("t", values)
     assert dict(call.args) == values
     assert all(call.args[k] is v for k, v in values.items())
+
+
+def test_decision_ids_stay_unique_in_a_forked_child(guard: Guard) -> None:
+    """A decision id binds approvals and audit records: a pre-fork server's workers (and any
+    child the agent forks) must not hand out the ids their parent and siblings do."""
+    import os
+
+    read, write = os.pipe()
+    children = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:  # the child: three decisions' ids, one per line
+            try:
+                ids = [guard.check("read_file", {"path": "a.txt"}).decision_id for _ in range(3)]
+                os.write(write, ("\n".join(ids) + "\n").encode())
+            finally:
+                os._exit(0)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        seen = pipe.read().split()
+    seen += [guard.check("read_file", {"path": "a.txt"}).decision_id for _ in range(3)]
+    assert len(seen) == 9
+    assert len(set(seen)) == 9, seen

@@ -45,6 +45,15 @@ _PREFIX = os.urandom(4).hex()
 _COUNTER = itertools.count(1)
 
 
+def _forked() -> None:
+    global _PREFIX, _COUNTER
+    # A forked child counts from a prefix of its own, not on from its parent's.
+    _PREFIX, _COUNTER = os.urandom(4).hex(), itertools.count(1)
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def new_id() -> str:
     """Returns an id unique across processes: a random per-process prefix and a counter.
 
@@ -532,5 +541,6 @@ def snapshot(tool: Any, args: Any, call_id: str, agent: str | None, session: str
         call_id, agent, session, principal, framework,
         time.time(),
         _EMPTY if context is None or (type(context) is dict and not context)
-        else freeze_args(parse_args(context), max_depth, deadline),
+        else freeze_args(context if type(context) is dict else parse_args(context), max_depth,
+                         deadline),
     ))

@@ -215,8 +215,8 @@ class Guard:
         otherwise returns its decision flow for a driver to run."""
         started = _perf()
         decision_id = new_id()
-        if extra:
-            context = {**(context or {}), **extra}
+        if extra:  # a fresh dict of its own: taken as it is when there is no context
+            context = extra if context is None else {**context, **extra}
         try:
             call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
                             framework, context, deadline=started + self._timeout)
@@ -244,8 +244,8 @@ class Guard:
         # ``_start`` inlined: this is the hot path of every synchronous decision.
         started = _perf()
         decision_id = new_id()
-        if extra:
-            context = {**(context or {}), **extra}
+        if extra:  # a fresh dict of its own: taken as it is when there is no context
+            context = extra if context is None else {**context, **extra}
         try:
             call = snapshot(tool, args, call_id or decision_id, agent, session, principal,
                             framework, context, deadline=started + self._timeout)

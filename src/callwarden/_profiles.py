@@ -100,6 +100,10 @@ class ToolProfile:
     side_effect: SideEffect | None = None
     requires_approval: bool | None = None
     source: str = "builtin"
+    #: role -> (its argument names, their set, whether one is dotted): found once per role
+    #: (``values`` runs for every rule reading a role, on every call).
+    _role_names: dict[str, tuple[tuple[str, ...], frozenset[str], bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def arg_name(self, role: str) -> str | None:
         """Returns the declared argument name for ``role``, or None."""
@@ -127,23 +131,34 @@ class ToolProfile:
     def values(self, args: Mapping[str, Any], role: str) -> tuple[Any, ...]:
         """Every value playing ``role`` in ``args``: each named argument that is present (a
         dotted name reaches into a nested mapping), a list's items one by one."""
-        names = self.arg_names(role)
-        nameset, dotted = _names_info(names)
-        if dotted:
-            present: Any = names
-        else:
-            # A call has a few arguments and a role many names: look its arguments up.
-            present = [name for name in args if name in nameset]
-            if not present:
-                return ()  # the usual case for most roles of most tools: no argument plays it
-            if len(present) > 1:
-                present.sort(key=names.index)  # in the order the role names them
+        found = self._role_names.get(role)
+        if found is None:
+            names = self.arg_names(role)
+            found = self._role_names[role] = (names, frozenset(names),
+                                              any("." in name for name in names))
+        names, nameset, dotted = found
+        if not dotted:
+            # A call has a few arguments and a role many names: its arguments are looked up.
+            present = None
+            for name in args:
+                if name in nameset:
+                    if present is not None:  # several: taken in the order the role names them
+                        names = tuple(name for name in names if name in args)
+                        break
+                    present = name
+            else:
+                if present is None:
+                    return ()  # the usual case for most roles of most tools: no argument plays it
+                value = args[present]  # one (the usual case when any does)
+                if isinstance(value, _SEQUENCES):
+                    return tuple(v for v in value if v is not None)
+                return () if value is None else (value,)
         out: list[Any] = []
-        for name in present:
+        for name in names:
             value = _lookup(args, name)
             if value is None:
                 continue
-            if isinstance(value, list | tuple):
+            if isinstance(value, _SEQUENCES):
                 out.extend(v for v in value if v is not None)
             else:
                 out.append(value)
@@ -164,21 +179,7 @@ class ToolProfile:
         return replace(self, **changes)
 
 
-# id(names) -> (names, their set, whether one reaches into a nested mapping): a profile's
-# names are a handful of tuples that live as long as it does; the tuple kept in the entry
-# tells a reused id from the tuple it was computed for.
-_NAMES: dict[int, tuple[tuple[str, ...], frozenset[str], bool]] = {}
-
-
-def _names_info(names: tuple[str, ...]) -> tuple[frozenset[str], bool]:
-    """The set of ``names``, and whether one reaches into a nested mapping (``payment.iban``)."""
-    found = _NAMES.get(id(names))
-    if found is None or found[0] is not names:
-        if len(_NAMES) > 4096:
-            _NAMES.clear()
-        found = _NAMES[id(names)] = (names, frozenset(names),
-                                     any("." in name for name in names))
-    return found[1], found[2]
+_SEQUENCES = (list, tuple)
 
 
 def _lookup(args: Mapping[str, Any], name: str) -> Any:

@@ -44,7 +44,7 @@ class Untrusted:
     """``untrusted: [ROLE, ...]`` (or ``{ROLE: KIND}``): holds when a value of those roles
     came from untrusted tool output in this session and not from the user's request."""
 
-    __slots__ = ("_roles", "needs_roles", "reads_untrusted", "uses_facts")
+    __slots__ = ("_roles", "_values_of", "needs_roles", "reads_untrusted", "uses_facts")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         hint = "e.g. untrusted: [url, recipient] (or {text: urls} for the links in a text)"
@@ -65,22 +65,24 @@ class Untrusted:
                 raise ConfigError(f"{role}: {kind!r} is not a kind remembered from output",
                                   key=role, hint="kinds: " + ", ".join(_KINDS))
         self._roles = tuple(roles)
+        self._values_of = entities_module().values_of
         self.needs_roles = tuple(role for role, _ in roles)  # as RolesMatcher's
         self.uses_facts = self.reads_untrusted = True
 
     def __call__(self, subject: Subject) -> Hit | None:
-        facts = subject.memo.get("facts") or {}
-        untrusted = facts.get("untrusted") or {}
+        facts = subject.memo.get("facts")
+        untrusted = facts.get("untrusted") if facts else None
         if not untrusted:
             return None
-        entities = entities_module()
         for role, kind in self._roles:
             tainted = untrusted.get(kind)
             if not tainted:
                 continue
             for value in subject.role_values(role):
-                text = value if isinstance(value, str) else str(value)
-                for item in sorted(entities.values_of(kind, text) & tainted):
+                found = self._values_of(kind, value if isinstance(value, str) else str(value))
+                if tainted.isdisjoint(found):
+                    continue  # the usual case: nothing of this value came from outside
+                for item in sorted(found & tainted):
                     if not _requested(subject, kind, item):
                         return Hit(f"{role} {item!r} came from untrusted content read in this "
                                    "session, not from the user's request", "untrusted.value")

@@ -37,6 +37,8 @@ _CACHE_SIZE = 4096
 
 _EXTRA_URL_ARGS = ("urls", "base_url", "webhook_url", "callback_url", "redirect_uri",
                    "redirect_url", "image_url", "links")
+_EXTRA_URL_SET = frozenset(_EXTRA_URL_ARGS)
+_UNSEEN: Any = object()
 
 
 class _DomainSet:
@@ -152,14 +154,14 @@ class UrlMatcher:
         """Checks the tool's URL argument(s) and, with ``scan_text``, links in every string."""
         value = subject.role("url")
         args = subject.call.args
-        if value is None and subject.profile.kind == "http" and not any(
-                name in args for name in _EXTRA_URL_ARGS):
+        more = not _EXTRA_URL_SET.isdisjoint(args)
+        if value is None and not more and subject.profile.kind == "http":
             return Hit("the http tool call has no URL argument", code="url.invalid")
         if value is not None:
             hit = self._check_value(value, strict=True)
             if hit is not None:
                 return hit
-        for name in _EXTRA_URL_ARGS:
+        for name in _EXTRA_URL_ARGS if more else ():
             extra = args.get(name)
             if extra is not None and extra is not value:
                 hit = self._check_value(extra, strict=False)
@@ -175,8 +177,9 @@ class UrlMatcher:
             return Hit(f"URL argument is a {type(raw).__name__}, not a string",
                        code="url.invalid")
         cache = self._cache
-        if raw in cache:
-            return cache[raw]
+        hit = cache.get(raw, _UNSEEN)
+        if hit is not _UNSEEN:
+            return hit  # type: ignore[no-any-return]
         hit = self._verdict(raw)
         if len(cache) >= _CACHE_SIZE:
             del cache[next(iter(cache))]

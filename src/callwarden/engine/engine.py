@@ -282,10 +282,15 @@ class Engine:
         subject, deadline = Subject(call, profile), started + self.settings.timeout
         entries: list[Entry] = []
         args = call.args
-        if self.facts.reads and plan.reads_facts(args) and \
+        if plan.touches_facts or plan.needs:
+            applicable, reads, keeps = plan.shape(args)
+        else:
+            applicable, reads, keeps = plan.validators, False, False
+        if reads and self.facts.reads and \
                 (failed := self.facts.load_inline(self.store, subject, deadline)) is not None:
             entries.append(self._store_error(failed))
-        self._validate(plan, call, subject, entries, None)
+        if applicable or plan.by_value:
+            self._validate(plan, call, subject, entries, None, applicable)
         budgets: tuple[Budget, ...] = ()
         taken: list[Counter] = []
         if plan.limits:
@@ -296,7 +301,7 @@ class Engine:
         decision = self._decide(call, call, profile, entries, started, decision_id, budgets)
         if taken and not decision.effect.allows:
             self._let_go(taken).run()  # refused after all (the deadline): it holds no slot
-        if plan.remembers(args) and (writes := self.facts.after(
+        if keeps and (writes := self.facts.after(
                 self, subject, not dry and decision.effect.allows, deadline)):
             drive(writes)
         if named and self.journal.covers(call, profile, decision_id,
@@ -552,10 +557,13 @@ class Engine:
                 f"returned arguments that cannot be used: {str(e) or type(e).__name__}"))
 
     def _validate(self, plan: Plan, current: ToolCall, subject: Subject, entries: list[Entry],
-                  external: dict[int, Verdict | None] | None) -> None:
-        """The validate phase: every rule sees the final arguments; verdicts go to ``entries``."""
+                  external: dict[int, Verdict | None] | None,
+                  applicable: Sequence[Rule] | None = None) -> None:
+        """The validate phase: every rule sees the final arguments; verdicts go to ``entries``
+        (``applicable``: the rules of the arguments' ``Plan.shape``, when known)."""
         call = subject.call
-        for rule in plan.validators if not plan.narrowed else plan.validators_for(current.args):
+        for rule in plan.validators if not plan.narrowed \
+                else plan.validators_for(current.args, applicable):
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue
             if rule.external:

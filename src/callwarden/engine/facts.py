@@ -88,10 +88,16 @@ class FactsUse:
             return StoreFailure(TimeoutError("the deadline passed before the state store was "
                                              "reached"))
         cached = self._views.get(session)
+        known = cached[0] if cached is not None else None
         try:
-            found = store.get_changed(facts_key(session), cached[0] if cached else None)
+            found = store.get_changed(facts_key(session) if known is None else known.key, known)
         except Exception as e:  # StoreUnavailable, or a store bug: both fail closed
             return StoreFailure(e)
+        if found is known and known is not None:  # unchanged since (the usual case)
+            memo = subject.memo
+            memo["facts"] = cached[1]  # type: ignore[index]
+            memo["facts_record"] = found
+            return None
         return self._take(subject, found)
 
     def _step(self, store: Any, subject: Subject, deadline: float) -> StoreStep | None:

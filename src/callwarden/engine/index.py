@@ -3,7 +3,7 @@ tools, and splits them by phase into a per-tool :class:`Plan`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,8 +41,9 @@ class Plan:
     #: of the roles its ``roles:`` / ``untrusted:`` condition reads), None for any call; empty
     #: when no rule has such a condition.
     needs: tuple[frozenset[str] | None, ...] = ()
-    #: The validate rules per set of argument names a call has (kept: calls repeat theirs).
-    applicable: dict[frozenset[str], tuple[Rule, ...]] = field(default_factory=dict)
+    #: Per set of argument names a call has (kept: calls repeat theirs), what ``shape`` says.
+    shapes: dict[frozenset[str], tuple[tuple[Rule, ...], bool, bool]] = field(
+        default_factory=dict)
     #: A rule that applies to every call of the tool reads the session's facts.
     facts_always: bool = False
     #: The arguments one of which a call needs for a validate rule reading the facts to apply,
@@ -52,35 +53,52 @@ class Plan:
     #: A rule of the plan may ask a person (its effect, or its on_error), or the tool's
     #: profile always asks: a call may end up approved, and so journaled.
     may_ask: bool = False
+    #: The validate rules depend on the call's arguments (see validators_for).
+    narrowed: bool = field(init=False)
+    #: Some call's facts are read or written (see reads_facts and remembers): when False,
+    #: neither needs asking.
+    touches_facts: bool = field(init=False)
 
-    def reads_facts(self, args: Mapping[str, Any]) -> bool:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "narrowed", bool(self.by_value or self.needs))
+        object.__setattr__(self, "touches_facts",
+                           bool(self.facts_always or self.facts_args or self.seen_args))
+
+    def reads_facts(self, args: Collection[str]) -> bool:
         """Whether deciding a call with these arguments needs the session's facts: a rule that
         applies reads them, or the call holds a value they remember once it runs."""
         return self.facts_always or not (self.facts_args.isdisjoint(args)
                                          and self.seen_args.isdisjoint(args))
 
-    def remembers(self, args: Mapping[str, Any]) -> bool:
+    def remembers(self, args: Collection[str]) -> bool:
         """Whether a call with these arguments holds a value the session remembers as seen."""
         return not self.seen_args.isdisjoint(args)
 
-    @property
-    def narrowed(self) -> bool:
-        """Whether the validate rules depend on the call's arguments (see validators_for)."""
-        return bool(self.by_value or self.needs)
+    def shape(self, args: Mapping[str, Any]) -> tuple[tuple[Rule, ...], bool, bool]:
+        """What a call with these argument names needs, found once per set of names: the
+        validate rules that can match it (the argument-value index aside), whether its
+        decision reads the session's facts, whether it holds a value remembered as seen."""
+        names = frozenset(args)
+        found = self.shapes.get(names)
+        if found is None:
+            applicable = self.validators if not self.needs else tuple(
+                r for r, need in zip(self.validators, self.needs, strict=True)
+                if need is None or not need.isdisjoint(names))
+            if len(self.shapes) >= _SHAPES_KEPT:
+                self.shapes.clear()
+            found = self.shapes[names] = (applicable, self.reads_facts(names),
+                                          self.remembers(names))
+        return found
 
-    def validators_for(self, args: Mapping[str, Any]) -> Sequence[Rule]:
-        """The validate rules that can match these arguments."""
+    def validators_for(self, args: Mapping[str, Any],
+                       applicable: Sequence[Rule] | None = None) -> Sequence[Rule]:
+        """The validate rules that can match these arguments (``applicable``: those of their
+        ``shape``, when known)."""
         found: Sequence[Rule] = self.validators
-        if self.needs:
-            names = frozenset(args)
-            applicable = self.applicable.get(names)
-            if applicable is None:
-                applicable = tuple(r for r, need in zip(self.validators, self.needs, strict=True)
-                                   if need is None or not need.isdisjoint(names))
-                if len(self.applicable) >= _APPLICABLE_KEPT:
-                    self.applicable.clear()
-                self.applicable[names] = applicable
+        if applicable is not None:
             found = applicable
+        elif self.needs:
+            found = self.shape(args)[0]
         if not self.by_value:
             return found
         found = list(found)
@@ -97,7 +115,7 @@ class Plan:
         return found
 
 
-_APPLICABLE_KEPT = 64
+_SHAPES_KEPT = 64
 
 
 def _needs(rule: Rule, profile: ToolProfile) -> frozenset[str] | None:

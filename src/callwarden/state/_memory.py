@@ -259,13 +259,20 @@ class MemoryStore(StateStore):
 
     def get_changed(self, key: str, known: StoredValue | None) -> StoredValue | None:
         """See :meth:`StateStore.get_changed`: an unchanged record is not decoded."""
-        check_key(key)
-        with self._lock:
-            found = self._live(key, time.time())
+        if type(key) is not str or not key:
+            check_key(key)
+        # One dict lookup needs no lock (a write replaces the entry whole); an expired entry
+        # is dropped under it.
+        found = self._kv.get(key)
         if found is None:
             return None
-        if known is not None and known.key == key \
-                and (known.version, known.expires_at) == found[1:]:
+        if found[2] is not None and found[2] <= time.time():
+            with self._lock:
+                found = self._live(key, time.time())
+            if found is None:
+                return None
+        if known is not None and known.version == found[1] and known.key == key \
+                and known.expires_at == found[2]:
             return known
         return StoredValue(key, decode_value(found[0]), *found[1:])
 

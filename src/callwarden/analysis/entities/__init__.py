@@ -217,6 +217,8 @@ def values_of(kind: str, text: str | int | float) -> frozenset[str]:
     Raises:
         ValueError: when ``kind`` is not one of :data:`KINDS`.
     """
+    if type(text) is str and len(text) <= _CACHEABLE_CHARS and kind in _KIND_SET:
+        return _cached_values_of(kind, text)  # the usual case, kept short
     _check_kind(kind)
     as_text = _as_text(text)
     if as_text is None:
