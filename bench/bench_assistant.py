@@ -10,11 +10,21 @@ reads (the inbox, the calendar, search, web pages, files), the rest mails, invit
 a payment and a booking. Prints, for each distinct call, the median µs of a warm decision (7
 runs of 500), then the median and the 90th percentile over the session's 100 calls (each call
 weighted by how often the session makes it), and the slowest call; the goal is a median <= 10 µs.
+
+On a shared machine whose speed varies from second to second, ``--instructions`` counts
+instead of timing: it runs the same decisions under valgrind's callgrind (Debian package
+``valgrind``) and prints the machine instructions one decision of each call takes — the same
+figure on every run, for comparing two versions of the code.
 """
 
 from __future__ import annotations
 
+import glob
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from typing import Any
 
@@ -94,10 +104,11 @@ SESSION_CALLS: list[tuple[str, dict[str, Any], int]] = [
 ]
 
 
-def main() -> None:
+def session_guard() -> Guard:
+    """The guard, after the session's 100 calls (its history, what they ran and read) and
+    with 1,000 remembered untrusted values."""
     guard = Guard.from_dict(policy())
     assert len(guard.engine.rules) == 50
-    # The session's 100 calls, made once: its history (and what they ran and read).
     for tool, args, times in SESSION_CALLS:
         for _ in range(times):
             guard.run(tool, args, lambda **_: "From: carol@example.org\nsee https://x.example/",
@@ -106,6 +117,54 @@ def main() -> None:
                  "emails": [f"person{i}@mail{i}.example" for i in range(400)]}
     guard.engine.store.put(facts_key(SESSION), {"untrusted": untrusted,  # type: ignore[union-attr]
                                                 "untrusted_at": time.time()}, ttl=None)
+    return guard
+
+
+_COUNTED = 200  # decisions per call under callgrind
+
+
+def marked() -> None:
+    """Under callgrind: each call's decisions between two calls of getppid, on which
+    callgrind dumps its counts (``--dump-before=getppid``)."""
+    guard = session_guard()
+    for tool, args, _ in SESSION_CALLS:  # warm
+        for _ in range(50):
+            guard.check(tool, args, session=SESSION, request=REQUEST)
+    os.getppid()
+    for tool, args, _ in SESSION_CALLS:
+        for _ in range(_COUNTED):
+            guard.check(tool, args, session=SESSION, request=REQUEST)
+        os.getppid()
+
+
+def instructions() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "callgrind.out")
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--cache-sim=no", "--dump-before=getppid",
+             f"--callgrind-out-file={out}", sys.executable, __file__, "--marked"],
+            capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(done.stderr[-2000:])
+        counts = []
+        for name in sorted(glob.glob(out + ".*"), key=lambda n: int(n.rsplit(".", 1)[1])):
+            with open(name) as dump:
+                counts += [int(line.split()[1]) for line in dump if line.startswith("totals:")]
+    per_call = [c / _COUNTED / 1000 for c in counts[1:len(SESSION_CALLS) + 1]]
+    print(f"{'call':14} {'of 100':>6} {'k instructions':>15}")
+    weighted: list[float] = []
+    for (tool, _, times), count in zip(SESSION_CALLS, per_call, strict=True):
+        weighted += [count] * times
+        print(f"{tool:14} {times:6} {count:15.1f}")
+    print(f"session median {statistics.median(sorted(weighted)):.1f}k instructions a decision")
+
+
+def main() -> None:
+    if "--marked" in sys.argv:
+        return marked()
+    if "--instructions" in sys.argv:
+        return instructions()
+    guard = session_guard()
     weighted: list[float] = []
     print(f"{'call':14} {'effect':7} {'of 100':>6} {'median µs':>10}")
     for tool, args, times in SESSION_CALLS:

@@ -41,8 +41,9 @@ class Plan:
     #: of the roles its ``roles:`` / ``untrusted:`` condition reads), None for any call; empty
     #: when no rule has such a condition.
     needs: tuple[frozenset[str] | None, ...] = ()
-    #: Per set of argument names a call has (kept: calls repeat theirs), what ``shape`` says.
-    shapes: dict[frozenset[str], tuple[tuple[Rule, ...], bool, bool]] = field(
+    #: Per argument names a call has, in its order (kept: calls repeat theirs), what ``shape``
+    #: says.
+    shapes: dict[tuple[str, ...], tuple[tuple[Rule, ...], bool, bool]] = field(
         default_factory=dict)
     #: A rule that applies to every call of the tool reads the session's facts.
     facts_always: bool = False
@@ -78,7 +79,7 @@ class Plan:
         """What a call with these argument names needs, found once per set of names: the
         validate rules that can match it (the argument-value index aside), whether its
         decision reads the session's facts, whether it holds a value remembered as seen."""
-        names = frozenset(args)
+        names = tuple(args)  # cheaper to build and hash than a set; a call keeps its order
         found = self.shapes.get(names)
         if found is None:
             applicable = self.validators if not self.needs else tuple(
