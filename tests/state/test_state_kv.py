@@ -115,6 +115,15 @@ async def test_get_changed_tells_a_record_written_again_after_it_expired(kv: Kv)
     assert second is not first and second.value == {"v": 2}
 
 
+async def test_get_changed_of_an_expired_record_finds_none(kv: Kv) -> None:
+    await kv.put("k", {"v": 1}, ttl=0.05)
+    first = await kv.get_changed("k", None)
+    assert first is not None
+    await asyncio.sleep(0.3)
+    assert await kv.get_changed("k", first) is None  # not the caller's record: it is gone
+    assert await kv.get_changed("k", None) is None
+
+
 async def test_get_changed_never_answers_with_another_keys_record(kv: Kv) -> None:
     await kv.put("a", {"v": "a"})
     await kv.put("b", {"v": "b"})
