@@ -282,10 +282,7 @@ class Engine:
         subject, deadline = Subject(call, profile), started + self.settings.timeout
         entries: list[Entry] = []
         args = call.args
-        if plan.touches_facts or plan.needs:
-            applicable, reads, keeps = plan.shape(args)
-        else:
-            applicable, reads, keeps = plan.validators, False, False
+        applicable, reads, keeps = plan.shape(args)
         if reads and self.facts.reads and \
                 (failed := self.facts.load_inline(self.store, subject, deadline)) is not None:
             entries.append(self._store_error(failed))

@@ -76,8 +76,14 @@ class FactsUse:
         """Loads the session's facts into ``subject.memo`` when the rules read them and the
         call has a session (``facts``: each kind's values as a set; ``facts_record``: the
         record, for writers); the store's failure if it failed."""
-        step = self._step(store, subject, deadline)
-        return None if step is None else self._take(subject, (yield step))
+        session = subject.call.session
+        if not self.reads or session is None:
+            return None
+        cached = self._views.get(session)
+        found = yield StoreStep(store.get_changed, store.aget_changed,
+                                (facts_key(session), cached[0] if cached else None), {},
+                                deadline)
+        return self._take(subject, session, found, cached)
 
     def load_inline(self, store: Any, subject: Subject, deadline: float) -> StoreFailure | None:
         """``load`` on a store that never waits (the engine's fast path): called directly."""
@@ -88,37 +94,22 @@ class FactsUse:
             return StoreFailure(TimeoutError("the deadline passed before the state store was "
                                              "reached"))
         cached = self._views.get(session)
-        known = cached[0] if cached is not None else None
         try:
-            found = store.get_changed(facts_key(session) if known is None else known.key, known)
+            found = store.get_changed(facts_key(session), cached[0] if cached else None)
         except Exception as e:  # StoreUnavailable, or a store bug: both fail closed
             return StoreFailure(e)
-        if found is known and known is not None:  # unchanged since (the usual case)
-            memo = subject.memo
-            memo["facts"] = cached[1]  # type: ignore[index]
-            memo["facts_record"] = found
-            return None
-        return self._take(subject, found)
+        return self._take(subject, session, found, cached)
 
-    def _step(self, store: Any, subject: Subject, deadline: float) -> StoreStep | None:
-        session = subject.call.session
-        if not self.reads or session is None:
-            return None
-        cached = self._views.get(session)
-        return StoreStep(store.get_changed, store.aget_changed,
-                         (facts_key(session), cached[0] if cached is not None else None), {},
-                         deadline)
-
-    def _take(self, subject: Subject, found: Any) -> StoreFailure | None:
+    def _take(self, subject: Subject, session: str, found: Any,
+              cached: tuple[Any, dict[str, Any]] | None) -> StoreFailure | None:
+        """Puts what the store answered (``cached``: the view as it was when asked) into
+        ``subject.memo``."""
         if isinstance(found, StoreFailure):
             return found
-        session = subject.call.session
-        assert session is not None
-        cached = self._views.get(session)
         if found is None:
             view = _NO_FACTS
         elif cached is not None and found is cached[0]:
-            view = cached[1]
+            view = cached[1]  # unchanged since (the usual case): not decoded again
         else:
             view = _view(found.value)
             if len(self._views) >= _MAX_VIEWS:

@@ -79,6 +79,8 @@ class Plan:
         """What a call with these argument names needs, found once per set of names: the
         validate rules that can match it (the argument-value index aside), whether its
         decision reads the session's facts, whether it holds a value remembered as seen."""
+        if not (self.needs or self.touches_facts):
+            return self.validators, False, False  # the same for every call of the tool
         names = tuple(args)  # cheaper to build and hash than a set; a call keeps its order
         found = self.shapes.get(names)
         if found is None:
