@@ -51,6 +51,8 @@ def log_in(page: Page, service: Service, token: str) -> None:
     page.goto(f"{service.url}/console")
     page.fill("#token", TOKENS[token])
     page.click("#login-button")
+    if token != "agent":  # logged in, and sent on to the first page, before the test goes on
+        expect(page.locator("#logout")).to_be_visible()
 
 
 def screenshot(page: Page, name: str, tmp_path: Path) -> bytes:
@@ -144,6 +146,24 @@ def test_deny_with_a_reason(service: Service, page: Page) -> None:
     expect(page.locator("#result")).to_have_text("denied by carol")
     refused = service.decide(**call)
     assert refused["effect"] == "deny" and "code freeze" in refused["message"]
+
+
+def test_a_second_hash_change_to_the_page_on_screen_keeps_what_was_typed(
+        service: Service, page: Page) -> None:
+    """Logging in sends the page to #/approvals; when a link is followed meanwhile, both hash
+    changes reach the request page and it must not be drawn again over the typed reason."""
+    call = {"tool": "deploy", "args": {"env": "prod"}, "session": "s2b"}
+    request_id = service.decide(**call)["approval_request"]
+    log_in(page, service, "approver")
+    page.goto(f"{service.url}/console#/approvals/{request_id}")
+    page.fill("#comment", "code freeze")
+    page.evaluate("""id => { location.hash = '#/approvals'; location.hash = '#/approvals/' + id; }""",
+                  request_id)
+    page.evaluate("() => new Promise(done => setTimeout(done, 500))")  # any redraw lands
+    expect(page.locator("#comment")).to_have_value("code freeze")
+    page.click("#deny")
+    expect(page.locator("#result")).to_have_text("denied by carol")
+    assert "code freeze" in service.decide(**call)["message"]
 
 
 def test_edit_and_approve_keeps_the_secrets_left_as_shown(service: Service, page: Page) -> None:

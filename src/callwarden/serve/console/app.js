@@ -6,6 +6,7 @@ const KEY = "callwarden.token";
 const main = document.getElementById("main");
 let who = null;          // {role, name, pages} of the token in use
 let leave = () => {};    // stops what the current page runs (polling, a stream)
+let shown = null;        // the route on screen: a second hashchange to it does not redraw it
 
 // -- helpers ----------------------------------------------------------------------------------
 
@@ -110,6 +111,7 @@ function logout(message) {
   document.getElementById("who").textContent = "";
   leave();
   leave = () => {};
+  shown = null;
   history.replaceState(null, "", "#/login");  // no hashchange: the form below stays
   loginPage(message);
 }
@@ -586,6 +588,7 @@ function route() {
   leave();
   leave = () => {};
   notice("");
+  shown = who ? location.hash : null;
   if (!who) {
     loginPage();
     return;
@@ -605,7 +608,9 @@ function route() {
   if (typeof stop === "function") leave = stop;
 }
 
-window.addEventListener("hashchange", route);
+// Two hash changes can land on one route (logging in sends to #/approvals while a link is being
+// followed): the page drawn for the first keeps what the person typed into it since.
+window.addEventListener("hashchange", () => { if (location.hash !== shown) route(); });
 document.getElementById("logout").addEventListener("click", () => logout());
 if (sessionStorage.getItem(KEY)) start().catch(fail);
 else loginPage();
