@@ -303,6 +303,13 @@ def _safe(value: Any, depth: int, max_depth: int) -> Any:
             f"<int of {value.bit_length()} bits>"
     if kind is float:
         return value if math.isfinite(value) else repr(value)
+    if (kind is FrozenDict or kind is tuple) and depth < max_depth:  # a snapshot's own
+        if not value:
+            return {} if kind is FrozenDict else []
+        if kind is tuple:
+            return [_safe(v, depth + 1, max_depth) for v in value]
+        return {k if type(k) is str else _safe_key(k): _safe(v, depth + 1, max_depth)
+                for k, v in dict.items(value)}
     if issubclass(kind, _PLAIN_BASES) and not issubclass(kind, bytes):
         return _safe(_plain(value, kind), depth, max_depth)
     if depth >= max_depth:
@@ -480,7 +487,7 @@ class ToolCall(_ToolCallFields):
             "principal": self.principal,
             "framework": self.framework,
             "timestamp": self.timestamp,
-            "context": json_safe(self.context),
+            "context": json_safe(self.context) if self.context else {},
         }
 
 

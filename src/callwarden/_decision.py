@@ -144,6 +144,9 @@ class Budget(NamedTuple):
     reset_at: float | None = None
 
 
+_BUDGET_FIELDS = Budget._fields
+
+
 class Decision(NamedTuple):
     """The guard's verdict on one call, with everything needed to explain it.
 
@@ -256,7 +259,9 @@ class Decision(NamedTuple):
                    text(data.get("policy")), _budgets(data.get("budgets")))
 
     def to_dict(self) -> dict[str, Any]:
-        """Returns a JSON-safe dict of the decision."""
+        """Returns a JSON-safe dict of the decision. When the call was not rewritten, its
+        ``args`` and the call's are one object."""
+        call = self.call.to_dict()
         return {
             "decision_id": self.decision_id,
             "effect": self.effect.value,
@@ -279,11 +284,11 @@ class Decision(NamedTuple):
                 }
                 for m in self.matched
             ],
-            "call": self.call.to_dict(),
-            "args": json_safe(self.args),
+            "call": call,
+            "args": call["args"] if self.args is self.call.args else json_safe(self.args),
             "elapsed_us": round(self.elapsed * 1e6, 1),
             "policy": self.policy,
-            "budgets": [b._asdict() for b in self.budgets],
+            "budgets": [dict(zip(_BUDGET_FIELDS, b, strict=True)) for b in self.budgets],
         }
 
 

@@ -238,6 +238,32 @@ def test_a_client_of_the_2025_protocol_line_by_line(setup: Setup) -> None:
     assert read["result"]["content"][0]["text"] == "contents of a"
     assert ran(setup.log) == [("read_file", {"path": "a"})]
 
+def test_a_lone_surrogate_in_the_arguments_fails_that_call_alone(setup: Setup) -> None:
+    """A client may send "\\ud800" (valid JSON, not text once decoded): a call the policy
+    allows fails at once, not run, saying why (an MCP server would choke on it: the Python
+    SDK's never answers); a call it refuses is refused; the session goes on."""
+    lines = _Lines(setup)
+    try:
+        lines.ask({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+        lines.send({"method": "notifications/initialized"})
+        odd = lines.ask({"id": 2, "method": "tools/call",
+                         "params": {"name": "read_file", "arguments": {"path": "a\ud800"}}})
+        denied = lines.ask({"id": 3, "method": "tools/call",
+                            "params": {"name": "delete_file", "arguments": {"path": "\udfff"}}})
+        after = lines.ask({"id": 4, "method": "tools/call",
+                           "params": {"name": "read_file", "arguments": {"path": "b"}}})
+    finally:
+        assert lines.close() == 0
+    assert odd["id"] == 2 and "the call was not run" in odd["error"]["message"]
+    assert "surrogates not allowed" in odd["error"]["message"]
+    assert denied["result"]["isError"] is True
+    assert after["result"]["content"][0]["text"] == "contents of b"
+    assert ("read_file", {"path": "b"}) in ran(setup.log)
+    assert ("delete_file", {"path": "\udfff"}) not in ran(setup.log)
+
+
 
 async def test_a_tool_that_changes_after_first_sight_is_refused_until_accepted(
         setup: Setup) -> None:

@@ -246,6 +246,35 @@ def test_bad_requests_get_json_errors(tmp_path: Path) -> None:
     assert not any("Traceback" in line for line in service.said)
 
 
+def test_what_json_holds_beyond_the_usual_is_answered_not_failed(service: Service) -> None:
+    """A lone surrogate (sent escaped), an int past 64 bits, NaN, a UTF-16 body: decided and
+    answered (and recorded); values nested past what a JSON reader follows: a 400."""
+    def raw(data: bytes, path: str = "/v1/decide") -> tuple[int, Any]:
+        status, body, headers = service.request("POST", path, raw=data)
+        assert headers["content-type"] == "application/json"
+        return status, body
+
+    status, lone = raw(b'{"tool": "read_file", "args": {"path": "a\\ud800"}, "session": "odd"}')
+    assert status == 200 and lone["args"] == {"path": "a\ud800"}, lone
+    status, big = raw(b'{"tool": "search", "args": {"n": %d}, "session": "odd"}' % 2**70)
+    assert status == 200 and big["args"]["n"] == 2**70
+    status, nan = raw(b'{"tool": "search", "args": {"x": NaN}, "session": "odd"}')
+    assert status == 200 and nan["args"]["x"] == "nan"
+    status, wide = raw('{"tool": "search", "args": {"q": "caf\u00e9"}}'.encode("utf-16"))
+    assert status == 200 and wide["args"]["q"] == "caf\u00e9"
+    status, outcome = raw(b'{"decision": %s, "result": "b\\udfff"}' % json.dumps(lone).encode(),
+                          "/v1/outcome")
+    assert status == 200 and outcome["result"] == "b\udfff", outcome
+    deep = b'{"tool": "search", "args": {"a": ' + b"[" * 5000 + b"]" * 5000 + b"}}"
+    status, error = raw(deep)
+    assert status == 400 and error["error"]["code"] == "bad_json", error
+    conforms(error, "Error")
+    _, found, _ = service.request("GET", "/v1/audit/events?type=decision&session=odd",
+                                  token="admin")
+    assert [e["args"] for e in found["events"]] == [{"path": "a\ud800"}, {"n": 2**70},
+                                                    {"x": "nan"}]
+
+
 # -- outcomes, AuthZEN, operations ------------------------------------------------------------
 
 

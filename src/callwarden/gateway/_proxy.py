@@ -326,7 +326,13 @@ class Gateway:
                     if k not in ("inputResponses", "requestState")}
         forwarded = {**message, "params": {**upstream, "arguments": thaw(decision.args)}}
         self._track(_Forwarded("tools/call", msg_id, decision, name, modern))
-        self._to_server(forwarded)
+        try:
+            self._to_server(forwarded)
+        except Exception:  # never sent (a lone surrogate is not text): no answer to wait for
+            gone = self._pending.pop(_key(msg_id), None)
+            if gone is not None and gone.timer is not None:
+                gone.timer.cancel()
+            raise
 
     def _learn_client(self, params: Any) -> None:
         """What a 2025-protocol client's ``initialize`` says: its name, and whether it can

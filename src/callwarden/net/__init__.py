@@ -134,8 +134,13 @@ def _serve(app: Any, sock: socket.socket, said: str | None,
             self.force_exit = self.should_exit  # a second signal: stop now
             self.should_exit = True
 
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    from callwarden.net._writes import coalescing
+
     server = Server(uvicorn.Config(app, lifespan=lifespan, log_level="warning",
-                                   access_log=False, timeout_graceful_shutdown=grace))
+                                   access_log=False, timeout_graceful_shutdown=grace,
+                                   http=coalescing(AutoHTTPProtocol)))
     for sig in (signal.SIGTERM, signal.SIGINT):  # until uvicorn installs its own
         signal.signal(sig, server.handle_exit)
 

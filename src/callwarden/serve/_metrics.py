@@ -6,9 +6,10 @@ are read from the store at each scrape, so every worker reports the same number.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 
-from callwarden._decision import Decision
+from callwarden._decision import Decision, Effect
 
 __all__ = ["Metrics"]
 
@@ -21,23 +22,25 @@ class Metrics:
     """Counters of one worker."""
 
     def __init__(self) -> None:
-        self.decisions: Counter[tuple[str, str]] = Counter()
+        self.decisions: Counter[tuple[Effect, str]] = Counter()
         self.buckets = [0] * (len(_BUCKETS) + 1)
         self.seconds = 0.0
         self.store_errors = 0
 
     def decided(self, decision: Decision, seconds: float) -> None:
-        self.decisions[(str(decision.effect), decision.rule or "")] += 1
+        self.decisions[(decision.effect, decision.rule or "")] += 1
         self.seconds += seconds
-        self.buckets[next((i for i, b in enumerate(_BUCKETS) if seconds <= b),
-                          len(_BUCKETS))] += 1
-        if any(r.code in _STORE_CODES for r in decision.reasons):
-            self.store_errors += 1
+        self.buckets[bisect_left(_BUCKETS, seconds)] += 1  # the first bound >= seconds
+        for reason in decision.reasons:
+            if reason.code in _STORE_CODES:
+                self.store_errors += 1
+                break
 
     def render(self, pending: int) -> str:
         lines = ["# HELP callwarden_decisions_total Decisions made, by effect and rule.",
                  "# TYPE callwarden_decisions_total counter"]
-        for (effect, rule), count in sorted(self.decisions.items()):
+        for effect, rule, count in sorted((str(e), r, n) for (e, r), n in
+                                          self.decisions.items()):
             lines.append(f'callwarden_decisions_total{{effect="{effect}",rule="{_label(rule)}"}}'
                          f" {count}")
         lines += ["# HELP callwarden_decision_seconds Time to decide a call (in the service).",
