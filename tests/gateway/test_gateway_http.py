@@ -338,11 +338,19 @@ def test_bad_http_requests_get_json_errors_and_the_gateway_goes_on(setup: Setup)
                              {"Mcp-Session-Id": sid})
         listed, _, body = post(url, {"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
                                {"Mcp-Session-Id": sid, "Accept": "application/json"})
+        # A lone surrogate (valid JSON, not text): answered with an error, not passed on.
+        lone, _, lone_body = post(url, b'{"jsonrpc": "2.0", "id": "\\ud800", "method": '
+                                       b'"tools/call", "params": {"name": "read_file", '
+                                       b'"arguments": {"path": "\\udfff"}}}',
+                                  {"Mcp-Session-Id": sid, "Accept": "application/json"})
         ended, _, _ = post(url, b"", {"Mcp-Session-Id": sid}, method="DELETE")
         after, _, _ = post(url, {"jsonrpc": "2.0", "id": 8, "method": "tools/list"},
                            {"Mcp-Session-Id": sid})
     assert same_id == 202
     assert listed == 200 and json.loads(body)["id"] == 7
+    refused = json.loads(lone_body)
+    assert lone == 200 and refused["id"] == "\ud800", lone_body
+    assert "lone surrogate" in refused["error"]["message"]
     assert ended == 200 and after == 404
     assert listening.process.returncode == 0
     assert not any("Traceback" in line for line in listening.said), listening.said

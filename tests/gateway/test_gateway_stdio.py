@@ -8,6 +8,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -238,30 +239,63 @@ def test_a_client_of_the_2025_protocol_line_by_line(setup: Setup) -> None:
     assert read["result"]["content"][0]["text"] == "contents of a"
     assert ran(setup.log) == [("read_file", {"path": "a"})]
 
-def test_a_lone_surrogate_in_the_arguments_fails_that_call_alone(setup: Setup) -> None:
-    """A client may send "\\ud800" (valid JSON, not text once decoded): a call the policy
-    allows fails at once, not run, saying why (an MCP server would choke on it: the Python
-    SDK's never answers); a call it refuses is refused; the session goes on."""
-    lines = _Lines(setup)
+@pytest.mark.parametrize("several", [False, True], ids=["one server", "--config"])
+def test_a_message_holding_a_lone_surrogate_is_refused_not_passed_on(setup: Setup, tmp_path: Path,
+                                                                     several: bool) -> None:
+    """A client may send "\\ud800" (valid JSON, not text once read): in a tool's name, an
+    id, a method or the arguments, the message is answered with an error saying so (its id
+    sent back escaped) and not passed on to the server, which would choke on it (the Python
+    SDK's stops answering); the session goes on."""
+    command = [str(CLI), "mcp", "--policy", str(setup.policy)]
+    if several:
+        config = tmp_path / "servers.json"
+        config.write_text(json.dumps({"mcpServers": {"files": {
+            "command": sys.executable, "args": [str(UPSTREAM), str(setup.log)],
+            "env": {"PYTHONPATH": setup.env["PYTHONPATH"]}}}}))
+        command += ["--config", str(config)]
+    else:
+        command += ["--", sys.executable, str(UPSTREAM), str(setup.log)]
+    prefix = "files__" if several else ""
+    lines = [{"id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}},
+        {"method": "notifications/initialized"},
+        {"id": 2, "method": "tools/call",
+         "params": {"name": prefix + "read_file", "arguments": {"path": "a\ud800"}}},
+        {"id": 3, "method": "tools/call",
+         "params": {"name": prefix + "read_file\ud800", "arguments": {}}},
+        {"id": "\udfff", "method": "tools/call",
+         "params": {"name": prefix + "read_file", "arguments": {"path": "c"}}},
+        {"id": 4, "method": "tools/list\ud800"},
+        {"method": "notifications/\ud800"},
+        {"id": 5, "method": "tools/call",
+         "params": {"name": prefix + "read_file", "arguments": {"path": "b"}}}]
+    # Sent one by one, each after the answer to the one before (initialize first).
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True, env=setup.env)
+    assert process.stdin is not None and process.stdout is not None
+    replies = []
+    pool = ThreadPoolExecutor(1)  # a reply that never comes fails the test, not hangs it
     try:
-        lines.ask({"id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}})
-        lines.send({"method": "notifications/initialized"})
-        odd = lines.ask({"id": 2, "method": "tools/call",
-                         "params": {"name": "read_file", "arguments": {"path": "a\ud800"}}})
-        denied = lines.ask({"id": 3, "method": "tools/call",
-                            "params": {"name": "delete_file", "arguments": {"path": "\udfff"}}})
-        after = lines.ask({"id": 4, "method": "tools/call",
-                           "params": {"name": "read_file", "arguments": {"path": "b"}}})
+        for message in lines:
+            process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+            process.stdin.flush()
+            if "id" in message:
+                line = pool.submit(process.stdout.readline).result(timeout=TIMEOUT)
+                replies.append(json.loads(line))
+        process.stdin.close()
+        assert process.wait(timeout=TIMEOUT) == 0
     finally:
-        assert lines.close() == 0
-    assert odd["id"] == 2 and "the call was not run" in odd["error"]["message"]
-    assert "surrogates not allowed" in odd["error"]["message"]
-    assert denied["result"]["isError"] is True
-    assert after["result"]["content"][0]["text"] == "contents of b"
-    assert ("read_file", {"path": "b"}) in ran(setup.log)
-    assert ("delete_file", {"path": "\udfff"}) not in ran(setup.log)
+        process.kill()
+        process.wait()
+        pool.shutdown()
+        process.stdout.close()
+    assert [r["id"] for r in replies] == [1, 2, 3, "\udfff", 4, 5]
+    for refused in replies[1:5]:
+        assert refused["error"]["code"] == -32600
+        assert "lone surrogate" in refused["error"]["message"]
+    assert replies[5]["result"]["content"][0]["text"] == "contents of b"
+    assert ran(setup.log) == [("read_file", {"path": "b"})]
 
 
 

@@ -26,9 +26,11 @@ from callwarden._guard import Guard
 from callwarden.gateway._proxy import Gateway, _error, _Forwarded, server_slug
 from callwarden.gateway._upstream import (
     MAX_MESSAGE,
+    NOT_TEXT,
     HttpUpstream,
     ProcessUpstream,
     Upstream,
+    not_text,
     read_line,
 )
 
@@ -188,6 +190,10 @@ class Router:
                 msg_id = message.get("id") if isinstance(message, dict) else None
                 self._write(_error(msg_id, -32600,
                                    "callwarden: not a JSON-RPC 2.0 message object"))
+                continue
+            if not_text(message) is not None:
+                if "id" in message:
+                    self._write(_error(message["id"], -32600, NOT_TEXT))
                 continue
             await self._route(message)
 

@@ -41,7 +41,15 @@ from callwarden._messages import (
 )
 from callwarden._profiles import SideEffect, ToolProfile, default_profile
 from callwarden.exceptions import ApprovalPending
-from callwarden.gateway._upstream import _META_PROTOCOL, MAX_MESSAGE, Upstream, encode, read_line
+from callwarden.gateway._upstream import (
+    _META_PROTOCOL,
+    MAX_MESSAGE,
+    NOT_TEXT,
+    Upstream,
+    encode,
+    not_text,
+    read_line,
+)
 
 __all__ = ["Gateway", "policy_tool_name", "serve_stdio", "server_slug"]
 
@@ -240,6 +248,10 @@ class Gateway:
                 self._to_client(_error(msg_id, _INVALID_REQUEST,
                                        "callwarden: not a JSON-RPC 2.0 message object"))
                 continue
+            if not_text(message) is not None:  # sent on escaped, a server may choke on it
+                if "id" in message:  # (the Python SDK's does): refused here, saying why
+                    self._to_client(_error(message["id"], _INVALID_REQUEST, NOT_TEXT))
+                continue
             method = message.get("method")
             if method == "tools/call" and "id" in message:
                 # A task: deciding may wait for the client's own answer to an elicitation.
@@ -328,7 +340,7 @@ class Gateway:
         self._track(_Forwarded("tools/call", msg_id, decision, name, modern))
         try:
             self._to_server(forwarded)
-        except Exception:  # never sent (a lone surrogate is not text): no answer to wait for
+        except Exception:  # never sent: no answer to wait for
             gone = self._pending.pop(_key(msg_id), None)
             if gone is not None and gone.timer is not None:
                 gone.timer.cancel()

@@ -33,8 +33,36 @@ class Upstream(Protocol):
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
-    """A JSON-RPC message as one line."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    """A JSON-RPC message as one line of UTF-8; a lone surrogate (which a client may send
+    escaped, in an id or a name) leaves escaped as it came, so every message can be sent."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+NOT_TEXT = ("callwarden: the message holds a lone surrogate (such as \\ud800): not text, which "
+            "no MCP server reads, so it is not passed on; send text")
+
+
+def not_text(value: Any) -> str | None:
+    """The first string in ``value`` (arguments read from JSON) that is not text: one holding
+    a lone surrogate, which no UTF-8 reader takes; None when every string is text."""
+    if isinstance(value, str):
+        if value.isascii():
+            return None
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value
+        return None
+    if isinstance(value, Mapping):
+        return next((bad for k, v in value.items()
+                     if (bad := not_text(k) or not_text(v)) is not None), None)
+    if isinstance(value, list | tuple):
+        return next((bad for v in value if (bad := not_text(v)) is not None), None)
+    return None
 
 
 async def read_line(reader: asyncio.StreamReader, limit: int) -> bytes | Exception | None:
