@@ -6,7 +6,10 @@ Starts its own redis-server and ``callwarden serve --workers 2`` with the realis
 policy (bench/policies/realistic.yaml) plus a budget on Redis (the issue's shape), then drives
 ``POST /v1/decide`` over keep-alive connections: with ``wrk`` when it is installed (Debian's
 ``wrk``: a load generator in C, so it takes little of the two cores), else from one asyncio
-process (raw HTTP/1.1). Prints decisions/s and the p50 / p99 latency seen by the client.
+process (raw HTTP/1.1). Prints decisions/s and the p50 / p99 latency seen by the client, and
+where the two cores went: the CPU time per decision of the workers, of redis-server and of the
+load generator (from /proc; steadier than decisions/s on a machine whose speed varies, and it
+says what to make cheaper).
 ``BENCH_STATE=memory`` decides on the in-memory store instead of Redis; ``BENCH_LOADER=python``
 uses the asyncio loader even where wrk is installed. On this 2-core machine the load generator
 shares the cores with the two workers and with Redis: the figures are the whole box's, not the
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -115,6 +119,32 @@ def wrk_load(wrk: str, port: int, seconds: float, tmp: Path) -> tuple[float, flo
     return requests / (duration / 1e6), p50 / 1e6, p99 / 1e6
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes have used so far (0 for one that is gone)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def workers_of(service: int) -> list[int]:
+    """The worker processes ``callwarden serve --workers N`` forked, and itself."""
+    children = Path(f"/proc/{service}/task/{service}/children").read_text().split()
+    return [service, *map(int, children)]
+
+
+def loader_seconds() -> float:
+    """CPU seconds of this process and of its waited-for children (wrk)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
+
+
 async def load(port: int, seconds: float) -> list[float]:
     latencies: list[float] = []
     deadline = time.perf_counter() + seconds
@@ -146,12 +176,19 @@ def main() -> None:
         wrk = shutil.which("wrk") if os.environ.get("BENCH_LOADER") != "python" else None
         if wrk is not None:
             wrk_load(wrk, port, 2.0, tmp)  # warm-up: both workers, every rule
-            rate, p50, p99 = wrk_load(wrk, port, SECONDS, tmp)
         else:
             asyncio.run(load(port, 2.0))
+        workers = workers_of(service.pid)
+        before = cpu_seconds(workers), cpu_seconds([redis.pid]), loader_seconds()
+        if wrk is not None:
+            rate, p50, p99 = wrk_load(wrk, port, SECONDS, tmp)
+        else:
             latencies = sorted(asyncio.run(load(port, SECONDS)))
             rate, p50 = len(latencies) / SECONDS, statistics.median(latencies)
             p99 = latencies[int(len(latencies) * 0.99)]
+        after = cpu_seconds(workers), cpu_seconds([redis.pid]), loader_seconds()
+        per_decision = [(b - a) / (rate * SECONDS) * 1e6 for a, b in zip(before, after,
+                                                                          strict=True)]
     finally:
         if service is not None:
             service.send_signal(signal.SIGTERM)
@@ -165,6 +202,9 @@ def main() -> None:
           f"{'wrk' if wrk else 'asyncio'}")
     print(f"  decisions/s {rate:10,.0f}   (goal >= 10,000)")
     print(f"  p50 {p50 * 1000:7.2f} ms   p99 {p99 * 1000:7.2f} ms   (goal p99 <= 5 ms)")
+    workers, server, loader = per_decision
+    print(f"  CPU per decision: workers {workers:.0f} µs, redis-server {server:.0f} µs, "
+          f"load generator {loader:.0f} µs")
 
 
 if __name__ == "__main__":

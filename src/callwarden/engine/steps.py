@@ -96,7 +96,11 @@ class StoreStep:
             return StoreFailure(TimeoutError("the deadline passed before the state store was "
                                              "reached"))
         try:
-            return await asyncio.wait_for(self.afn(*self.args, **self.kwargs), remaining)
+            # asyncio.timeout awaits the step in this task (wait_for would wrap it in a task
+            # of its own, scheduled and run a loop turn later: the cost of a Redis round trip
+            # on a busy service).
+            async with asyncio.timeout(remaining):
+                return await self.afn(*self.args, **self.kwargs)
         except TimeoutError:
             return StoreFailure(TimeoutError("the state store did not answer within the deadline"))
         except Exception as e:

@@ -33,6 +33,10 @@ _MAX_WAITING = 10_000  # commands in flight on one connection before it is given
 
 
 def _encode(args: tuple[Any, ...]) -> bytes:
+    if all(type(arg) is str for arg in args):  # a script's keys and arguments, as a rule
+        text = f"*{len(args)}\r\n" + "".join([f"${len(arg)}\r\n{arg}\r\n" for arg in args])
+        if text.isascii():  # then a length in characters is one in bytes
+            return text.encode()
     parts = [b"*%d\r\n" % len(args)]
     for arg in args:
         data = arg if isinstance(arg, bytes) else str(arg).encode()
@@ -67,10 +71,10 @@ class Pipe:
     # -- what the store calls ----------------------------------------------------------------
 
     async def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
-        return await self.call("EVALSHA", sha, numkeys, *keys_and_args)
+        return await self.call("EVALSHA", sha, str(numkeys), *keys_and_args)
 
     async def eval(self, source: str, numkeys: int, *keys_and_args: Any) -> Any:
-        return await self.call("EVAL", source, numkeys, *keys_and_args)
+        return await self.call("EVAL", source, str(numkeys), *keys_and_args)
 
     async def call(self, *args: Any) -> Any:
         """Sends one command (with the others of this loop turn) and waits for its reply.
