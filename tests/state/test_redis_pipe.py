@@ -37,6 +37,24 @@ async def test_replies_reach_their_callers_under_concurrency(redis_server: Redis
         await pipe.aclose()
 
 
+async def test_replies_cut_across_reads_and_bytes_that_look_like_replies(
+        redis_server: RedisServer) -> None:
+    """Replies far bigger than one read (so cut anywhere, an array's items too), holding CRLF
+    and what looks like RESP inside their strings, reach their callers whole and in step."""
+    pipe = Pipe(redis_server.url, 10.0)
+    script = Script("return {ARGV[1], string.rep(ARGV[2], tonumber(ARGV[3])), 7}")
+    odd = "x\r\n$5\r\n*2\r\n:-1\r\n"
+    try:
+        sizes = [1, 3000, 70_000, 5, 200_000, 0, 9]
+        replies = await asyncio.gather(*(
+            script.acall(pipe, [], [f"c{i}", odd, str(n)]) for i, n in enumerate(sizes)))
+        assert replies == [[f"c{i}".encode(), (odd * n).encode(), 7]
+                           for i, n in enumerate(sizes)]
+        assert await pipe.call("PING") == b"PONG"  # still in step after them
+    finally:
+        await pipe.aclose()
+
+
 async def test_an_error_reply_fails_its_caller_alone(redis_server: RedisServer) -> None:
     pipe = Pipe(redis_server.url, 5.0)
     try:

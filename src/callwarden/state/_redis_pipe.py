@@ -30,6 +30,8 @@ __all__ = ["Pipe"]
 
 _CRLF = b"\r\n"
 _MAX_WAITING = 10_000  # commands in flight on one connection before it is given up
+_READ_SIZE = 1 << 16  # bytes a read of the replies asks for
+_MAX_REPLY = 512 << 20  # bytes of one reply, at most (Redis's own bound of a bulk string)
 
 
 def _encode(args: tuple[Any, ...]) -> bytes:
@@ -175,24 +177,36 @@ class Pipe:
         writer.write(b"".join(outgoing))
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The replies, in the order of the commands: what arrived is read at once and every
+        whole reply in it is parsed there and then (one wake-up for the replies to a turn's
+        commands); a reply cut across reads waits for the rest."""
         error: Exception = redis.ConnectionError("the Redis server closed the connection")
+        buffer = bytearray()
         try:
             while True:
-                reply = await _parse(reader)
-                if not self._waiting:
-                    raise redis.ConnectionError("a reply came that nothing asked for")
-                waiter = self._waiting.popleft()
-                if waiter.done():  # its caller gave up (deadline): drop the reply
-                    continue
-                if isinstance(reply, ResponseError):
-                    waiter.set_exception(reply)
-                else:
-                    waiter.set_result(reply)
+                data = await reader.read(_READ_SIZE)
+                if not data:
+                    break
+                buffer += data
+                at = 0
+                while (taken := _take(buffer, at)) is not None:
+                    reply, at = taken
+                    if not self._waiting:
+                        raise redis.ConnectionError("a reply came that nothing asked for")
+                    waiter = self._waiting.popleft()
+                    if waiter.done():  # its caller gave up (deadline): drop the reply
+                        continue
+                    if isinstance(reply, ResponseError):
+                        waiter.set_exception(reply)
+                    else:
+                        waiter.set_result(reply)
+                del buffer[:at]
+                if len(buffer) > _MAX_REPLY:
+                    raise redis.ConnectionError("a reply over 512 MiB")
         except asyncio.CancelledError:
             raise
-        except (OSError, asyncio.IncompleteReadError, redis.ConnectionError, ValueError) as exc:
-            if not isinstance(exc, asyncio.IncompleteReadError):
-                error = redis.ConnectionError(f"the Redis connection broke: {exc}")
+        except (OSError, redis.ConnectionError, ValueError, RecursionError) as exc:
+            error = redis.ConnectionError(f"the Redis connection broke: {exc}")
         writer.close()
         if self._writer is writer:
             self._writer = self._reader_task = None
@@ -214,6 +228,43 @@ class Pipe:
         for waiter in waiting:
             if not waiter.done():
                 waiter.set_exception(error)
+
+
+def _take(buffer: bytearray, at: int) -> tuple[Any, int] | None:
+    """The RESP2 reply that starts at ``at`` in ``buffer`` and where the next one starts;
+    None when it is not all there yet. An error reply is its exception, as in ``_parse``."""
+    end = buffer.find(_CRLF, at)
+    if end < 0:
+        return None
+    kind, rest, after = buffer[at], bytes(buffer[at + 1:end]), end + 2
+    if kind == 0x24:  # $
+        size = int(rest)
+        if size < 0:
+            return None, after
+        if len(buffer) < after + size + 2:
+            return None
+        return bytes(buffer[after:after + size]), after + size + 2
+    if kind == 0x3A:  # :
+        return int(rest), after
+    if kind == 0x2A:  # *
+        count = int(rest)
+        if count < 0:
+            return None, after
+        items = []
+        for _ in range(count):
+            taken = _take(buffer, after)
+            if taken is None:
+                return None
+            item, after = taken
+            items.append(item)
+        return items, after
+    if kind == 0x2B:  # +
+        return rest, after
+    if kind == 0x2D:  # -
+        text = rest.decode(errors="replace")
+        return (NoScriptError(text) if text.startswith("NOSCRIPT") else ResponseError(text)), \
+            after
+    raise ValueError(f"not a RESP2 reply: {bytes(buffer[at:at + 40])!r}")
 
 
 async def _parse(reader: asyncio.StreamReader) -> Any:
