@@ -303,19 +303,14 @@ def _safe(value: Any, depth: int, max_depth: int) -> Any:
             f"<int of {value.bit_length()} bits>"
     if kind is float:
         return value if math.isfinite(value) else repr(value)
-    if (kind is FrozenDict or kind is tuple) and depth < max_depth:  # a snapshot's own
-        if not value:
-            return {} if kind is FrozenDict else []
-        if kind is tuple:
-            return [_safe(v, depth + 1, max_depth) for v in value]
-        return {k if type(k) is str else _safe_key(k): _safe(v, depth + 1, max_depth)
-                for k, v in dict.items(value)}
-    if issubclass(kind, _PLAIN_BASES) and not issubclass(kind, bytes):
+    snapshot = kind is FrozenDict or kind is tuple  # a snapshot's own containers
+    if not snapshot and issubclass(kind, _PLAIN_BASES) and not issubclass(kind, bytes):
         return _safe(_plain(value, kind), depth, max_depth)
     if depth >= max_depth:
         return "<too deep>"
     if issubclass(kind, dict):
-        return {_safe_key(k): _safe(v, depth + 1, max_depth) for k, v in dict.items(value)}
+        return {k if type(k) is str else _safe_key(k): _safe(v, depth + 1, max_depth)
+                for k, v in dict.items(value)}
     if issubclass(kind, list | tuple):
         base = list if issubclass(kind, list) else tuple
         return [_safe(v, depth + 1, max_depth) for v in base.__iter__(value)]

@@ -103,7 +103,7 @@ class _Json(JSONResponse):
 
 def _error(status: int, code: str, message: str, **extra: str) -> _Json:
     return _Json({"error": {"code": code, "message": message}}, status_code=status,
-                        headers=extra or None)
+                 headers=extra or None)
 
 
 class Service:
@@ -605,8 +605,8 @@ def create_app(service: Service) -> Any:
             await asyncio.wait_for(asyncio.to_thread(_probe_store, s.guard), 5.0)
         except Exception as e:
             return _Json({"status": "not ready",
-                                 "reason": f"the state store does not answer: "
-                                           f"{type(e).__name__}: {e}"}, status_code=503)
+                          "reason": f"the state store does not answer: "
+                                    f"{type(e).__name__}: {e}"}, status_code=503)
         return {"status": "ready", "policy": s.guard.loaded.digest,
                 "loaded_at": s.loaded_at}
 

@@ -162,9 +162,16 @@ class Pipe:
                             else ("AUTH", options["password"]))
         if int(options.get("db", 0) or 0):
             commands.append(("SELECT", int(options["db"])))
+        buffer = bytearray()
         for command in commands:
             writer.write(_encode(command))
-            answer = await _parse(reader)
+            while (taken := _take(buffer, 0)) is None:
+                data = await reader.read(_READ_SIZE)
+                if not data:
+                    raise asyncio.IncompleteReadError(bytes(buffer), None)
+                buffer += data
+            answer, at = taken
+            del buffer[:at]
             if isinstance(answer, ResponseError):
                 raise answer
 
@@ -232,7 +239,8 @@ class Pipe:
 
 def _take(buffer: bytearray, at: int) -> tuple[Any, int] | None:
     """The RESP2 reply that starts at ``at`` in ``buffer`` and where the next one starts;
-    None when it is not all there yet. An error reply is its exception, as in ``_parse``."""
+    None when it is not all there yet. An error reply is returned as its exception (inside an
+    array too), so the stream stays in step."""
     end = buffer.find(_CRLF, at)
     if end < 0:
         return None
@@ -265,26 +273,3 @@ def _take(buffer: bytearray, at: int) -> tuple[Any, int] | None:
         return (NoScriptError(text) if text.startswith("NOSCRIPT") else ResponseError(text)), \
             after
     raise ValueError(f"not a RESP2 reply: {bytes(buffer[at:at + 40])!r}")
-
-
-async def _parse(reader: asyncio.StreamReader) -> Any:
-    """One RESP2 reply; an error reply is returned as its exception (inside an array too), so
-    the stream stays in step."""
-    line = await reader.readuntil(_CRLF)
-    kind, rest = line[:1], line[1:-2]
-    if kind == b"$":
-        size = int(rest)
-        if size < 0:
-            return None
-        return (await reader.readexactly(size + 2))[:-2]
-    if kind == b":":
-        return int(rest)
-    if kind == b"*":
-        count = int(rest)
-        return None if count < 0 else [await _parse(reader) for _ in range(count)]
-    if kind == b"+":
-        return rest
-    if kind == b"-":
-        text = rest.decode(errors="replace")
-        return NoScriptError(text) if text.startswith("NOSCRIPT") else ResponseError(text)
-    raise ValueError(f"not a RESP2 reply: {line[:40]!r}")
