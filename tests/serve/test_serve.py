@@ -426,11 +426,13 @@ def test_health_readiness_metrics_and_the_openapi_document(service: Service) -> 
 def test_every_route_is_in_the_openapi_document() -> None:
     from callwarden.serve import Service as App
     from callwarden.serve import Tokens, create_app
+    from callwarden.serve._app import MAX_BODY
 
     documented = {(path, method.upper()) for path, item in DOC["paths"].items()
                   for method in item}
     service = App.__new__(App)  # the routes only: no policy loaded, nothing served
     service.tokens = Tokens.parse(TOKEN_FILE)
+    service.max_body = MAX_BODY
     routes = {(r.path, m) for r in create_app(service).app.routes  # type: ignore[attr-defined]
               for m in r.methods - {"HEAD"}}  # type: ignore[attr-defined]
     assert routes == documented

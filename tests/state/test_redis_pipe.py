@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -86,6 +88,39 @@ async def test_a_caller_that_stops_waiting_does_not_take_another_reply(
         assert await pipe.call("GET", "b") == b"2"  # the late replies were dropped in order
         assert await pipe.call("GET", "a") == b"1"
     finally:
+        await pipe.aclose()
+
+
+async def test_each_command_waits_until_its_own_deadline(own_redis_server: RedisServer) -> None:
+    """``until``: on a server that stopped answering, each caller stops waiting at its own
+    deadline (never before it), whatever order they were sent in; their late replies are
+    dropped in order once the server answers again; a deadline already passed sends nothing."""
+    pipe = Pipe(own_redis_server.url, 5.0)
+    try:
+        await pipe.call("SET", "n", "0")
+        own_redis_server.pause()
+        start = time.perf_counter()
+        ended: dict[float, float] = {}
+        waits = [0.6, 0.2, 0.4]
+
+        async def incr(wait: float) -> Any:
+            try:
+                return await pipe.call("INCR", "n", until=start + wait)
+            finally:
+                ended[wait] = time.perf_counter()
+
+        results = await asyncio.wait_for(asyncio.gather(
+            *(incr(w) for w in waits), return_exceptions=True), 30)
+        assert all(isinstance(r, TimeoutError) for r in results), results
+        assert all(ended[w] >= start + w for w in waits), (start, ended)
+        own_redis_server.resume()
+        # They were sent before the deadlines passed, so they ran; their replies were dropped.
+        assert await pipe.call("GET", "n", until=time.perf_counter() + 30) == b"3"
+        with pytest.raises(TimeoutError):
+            await pipe.call("INCR", "n", until=time.perf_counter() - 1)
+        assert await pipe.call("GET", "n") == b"3"  # nothing was sent for it
+    finally:
+        own_redis_server.resume()
         await pipe.aclose()
 
 

@@ -260,3 +260,58 @@ async def test_a_free_sqlite_store_answers_the_async_path_on_the_loop(
     assert decision.effect is Effect.ALLOW and hops == ["consume"]
     assert [(await guard.acheck("t", {})).effect for _ in range(1)] == [Effect.DENY]
     store.close()
+
+
+async def test_acheck_on_a_frozen_redis_ends_at_the_deadline_the_pipe_keeps(
+        own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a single server the store's pipelined connection keeps each command's deadline, so
+    the decision's store step sets no timer of its own: a frozen server still costs the
+    decision its 100 ms deadline, not the store's 5 s timeout."""
+    import callwarden.engine.steps as steps
+
+    store = RedisStore(own_redis_server.url, prefix=unique_prefix(), timeout=STORE_TIMEOUT)
+    guard = Guard.from_dict(BUDGET, state=store)
+    await store.aconsume([Counter("warm", 1, None)], now=0.0, commit=False)  # opens the pipe
+
+    timers: list[Any] = []
+    real = asyncio.timeout
+
+    def counted(delay: Any) -> Any:
+        timers.append(delay)
+        return real(delay)
+
+    monkeypatch.setattr(steps.asyncio, "timeout", counted)
+    own_redis_server.pause()
+    resumed = asyncio.Event()
+    asyncio.get_running_loop().call_later(RELEASED_AFTER, lambda: (
+        own_redis_server.resume(), resumed.set()))
+    try:
+        decision = await guard.acheck("t", {})
+        resumed_before_it_returned = resumed.is_set()
+    finally:
+        await resumed.wait()
+    assert decision.effect is Effect.DENY and decision.reasons[0].code in FAILED_CLOSED
+    assert not resumed_before_it_returned and timers == []
+    monkeypatch.undo()
+    assert (await guard.acheck("t", {})).reasons[0].code not in FAILED_CLOSED  # it recovers
+    await store.aclose()
+
+
+class _SlowRedis(RedisStore):
+    """A Redis store whose own async twin waits on something else first: no longer the
+    method the store says ends its waits at the deadline."""
+
+    async def aconsume(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(RELEASED_AFTER)
+        return await super().aconsume(*args, **kwargs)
+
+
+async def test_a_redis_store_subclass_overriding_a_step_is_bounded_by_the_step(
+        redis_server: RedisServer) -> None:
+    store = _SlowRedis(redis_server.url, prefix=unique_prefix(), timeout=STORE_TIMEOUT)
+    guard = Guard.from_dict(BUDGET, state=store)
+    started = time.perf_counter()
+    decision = await guard.acheck("t", {})
+    assert decision.effect is Effect.DENY and decision.reasons[0].code in FAILED_CLOSED
+    assert time.perf_counter() - started < RELEASED_AFTER  # the step's timer ended it
+    await store.aclose()

@@ -9,6 +9,8 @@ listening socket, uvicorn and the signals.
 * SIGTERM / SIGINT stop the server cleanly, whenever they come: before uvicorn serves (a
   service manager may stop it at once) and after; the process then exits 0, after what the
   caller cleans up (``on_exit``). uvicorn itself would raise the signal again and skip that.
+* An app may answer some routes straight from the HTTP parser (``app.raw_routes``, see
+  :mod:`._raw`); each answer leaves in one write (:mod:`._writes`).
 * SIGHUP never kills it: one that comes before the app handles SIGHUP is kept for the app to
   act on as it starts (``hangup_pending``); an app that does not handle it ignores it.
 """
@@ -136,11 +138,13 @@ def _serve(app: Any, sock: socket.socket, said: str | None,
 
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+    from callwarden.net._raw import raw_routes
     from callwarden.net._writes import coalescing
 
     server = Server(uvicorn.Config(app, lifespan=lifespan, log_level="warning",
                                    access_log=False, timeout_graceful_shutdown=grace,
-                                   http=coalescing(AutoHTTPProtocol)))
+                                   proxy_headers=False,  # X-Forwarded-For: not read
+                                   http=coalescing(raw_routes(AutoHTTPProtocol))))
     for sig in (signal.SIGTERM, signal.SIGINT):  # until uvicorn installs its own
         signal.signal(sig, server.handle_exit)
 

@@ -48,6 +48,7 @@ from callwarden.exceptions import (
     PolicyError,
 )
 from callwarden.net import hangup_pending, signal_all_workers
+from callwarden.net._raw import RawRoute
 from callwarden.serve import _console as console
 from callwarden.serve import _grants as grants
 from callwarden.serve._audit import MAX_EVENTS, Filters, follow, live_log, log_files, query, replay_text
@@ -83,7 +84,7 @@ def encode(value: Any) -> bytes:
     return json.dumps(value, allow_nan=False, separators=(",", ":")).encode()
 
 
-def _parse(data: bytearray) -> Any:
+def _parse(data: bytes | bytearray) -> Any:
     """A body's JSON value: orjson's reading when it reads it (UTF-8, the usual), else the
     standard reader's (UTF-16 and -32, ints past 64 bits, NaN; and its error message)."""
     if orjson is not None:
@@ -165,6 +166,10 @@ class Service:
             data += chunk
             if len(data) > self.max_body:
                 raise _Problem(413, "too_large", f"the body is over {self.max_body} bytes")
+        return self.parsed(data)
+
+    def parsed(self, data: bytes | bytearray) -> dict[str, Any]:
+        """A whole body's JSON object (400 when it is not one)."""
         try:
             parsed = _parse(data) if data else None
         except ValueError as e:
@@ -204,7 +209,9 @@ class Service:
         except ApprovalPending as pending:
             decision, request_id = pending.decision, pending.request_id
         self.metrics.decided(decision, time.perf_counter() - started)
-        return {**decision.to_dict(), "approval_request": request_id}
+        answer = decision.to_dict()  # a new dict: completed in place
+        answer["approval_request"] = request_id
+        return answer
 
     async def outcome(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """A tool's result after the output rules; the outcome recorded."""
@@ -431,11 +438,16 @@ def _failure(e: Exception, path: str) -> _Json:
 class _Decide:
     """``POST /v1/decide``, the hot path, answered without Starlette's layers (its routing,
     middleware, request and response objects cost more than the decision); every other
-    request, and the lifespan, go to the Starlette application. Same answers either way."""
+    request, and the lifespan, go to the Starlette application. Same answers either way.
+
+    Served by ``callwarden serve``, a decide request sent whole skips ASGI as well: it is a
+    raw route (:mod:`callwarden.net._raw`), answered by :meth:`raw` from the parsed request.
+    """
 
     def __init__(self, service: Service, app: Starlette) -> None:
         self.service = service
         self.app = app
+        self.raw_routes = {b"/v1/decide": RawRoute(self.raw, service.max_body)}
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] != "/v1/decide" \
@@ -450,11 +462,30 @@ class _Decide:
         except Exception as e:
             return await _failure(e, "/v1/decide")(scope, receive, send)
         data = encode(result)
-        await send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(data)).encode())]})
+        await send({"type": "http.response.start", "status": 200, "headers": _json_head(data)})
         await send({"type": "http.response.body", "body": data})
         return None
+
+    async def raw(self, headers: list[tuple[bytes, bytes]], data: bytes
+                  ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """The same answer to a decide request the HTTP parser read whole (its body within
+        the size cap): status, headers, body."""
+        authorization = None
+        for name, value in headers:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+        try:
+            holder = self.service.holder_of(authorization, "agent")
+            result = await self.service.decide(self.service.parsed(data), holder)
+        except Exception as e:
+            failed = _failure(e, "/v1/decide")
+            return failed.status_code, failed.raw_headers, bytes(failed.body)
+        answer = encode(result)
+        return 200, _json_head(answer), answer
+
+
+def _json_head(data: bytes) -> list[tuple[bytes, bytes]]:
+    return [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
 
 
 async def _chunks(receive: Any) -> AsyncIterator[bytes]:

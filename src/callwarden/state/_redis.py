@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import math
+import os
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from time import perf_counter as _perf
 from typing import Any, TypeVar
@@ -54,6 +55,22 @@ _TAGS_KEPT = 4096  # hash tags remembered per store (a digest each), then forgot
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 _ERRORS = (*FAILURES, UnicodeEncodeError)
 _T = TypeVar("_T")
+# A call's token names its entries in windowed counters, which every process shares: a 96-bit
+# random prefix per process and a counter (a uuid4 would read the system's random source on
+# every decision).
+_TOKEN_PREFIX, _TOKENS = os.urandom(12).hex(), itertools.count(1)
+
+
+def _token() -> str:
+    return _TOKEN_PREFIX + str(next(_TOKENS))
+
+
+def _reseed_tokens() -> None:
+    global _TOKEN_PREFIX, _TOKENS
+    _TOKEN_PREFIX, _TOKENS = os.urandom(12).hex(), itertools.count(1)
+
+
+os.register_at_fork(after_in_child=_reseed_tokens)
 
 
 class RedisStore(StateStore):
@@ -110,6 +127,7 @@ class RedisStore(StateStore):
         "_max_connections",
         "_pipe",
         "_pipe_loop",
+        "_pipelined",
         "_prefix",
         "_tags",
         "_timeout",
@@ -117,6 +135,13 @@ class RedisStore(StateStore):
     )
 
     _client: redis.Redis  # a single server's (unset for a cluster, which ``_link`` reaches)
+
+    @property
+    def deadline_bound(self) -> frozenset[Any]:
+        """The async methods that end every wait at the ``deadline`` they are given, so a
+        caller needs no timer of its own: on a single server over TCP or a Unix socket,
+        whose pipelined connection keeps each command's deadline (see :mod:`._redis_pipe`)."""
+        return _DEADLINE_BOUND if self._pipelined else frozenset()
 
     def __init__(
         self,
@@ -140,6 +165,7 @@ class RedisStore(StateStore):
         self._aloop: asyncio.AbstractEventLoop | None = None
         self._pipe: Pipe | None = None
         self._pipe_loop: asyncio.AbstractEventLoop | None = None
+        self._pipelined = pipelinable(url) and not is_cluster_url(url)
         if is_cluster_url(url):
             if "{" in prefix or "}" in prefix:
                 raise ValueError(f"a Redis Cluster key prefix may not hold braces, got {prefix!r}:"
@@ -191,7 +217,7 @@ class RedisStore(StateStore):
             if deadline is not None:
                 remaining(deadline)
             if self._link is None or slot is not None:
-                reply = await self._ascript(lua.consume, keys, args)
+                reply = await self._ascript(lua.consume, keys, args, deadline)
             else:
                 plan = self._consumption(counters, now, record)
 
@@ -246,7 +272,7 @@ class RedisStore(StateStore):
         """The consume script's keys and arguments, and the slot of all its keys (``None``
         when they are in several: a cluster then runs it slot by slot)."""
         keys: list[str] = []
-        args = [repr(float(now)), "1" if commit else "0", uuid.uuid4().hex, repr(TOLERANCE),
+        args = [repr(float(now)), "1" if commit else "0", _token(), repr(TOLERANCE),
                 _TTL_MARGIN, self._idle_ttl_ms, str(len(counters))]
         if record is None:
             args += ("0", "", "", "", "")
@@ -297,7 +323,7 @@ class RedisStore(StateStore):
         tails = [_tail(c) for c in counters]
         session = "" if record is None else record.session
         history = self._history_key(session)
-        head = (repr(float(now)), uuid.uuid4().hex, repr(TOLERANCE), _TTL_MARGIN,
+        head = (repr(float(now)), _token(), repr(TOLERANCE), _TTL_MARGIN,
                 self._idle_ttl_ms)
         return Consumption(counters, keys, bodies, slots, head, self._history_ttl_ms, record,
                            history, slot_of(history), tails, now)
@@ -346,7 +372,7 @@ class RedisStore(StateStore):
             for keys, args in groups.values():
                 if deadline is not None:
                     remaining(deadline)  # nothing is sent once the deadline has passed
-                await self._ascript(lua.release, keys, args)  # on a cluster: to its slot's node
+                await self._ascript(lua.release, keys, args, deadline)  # a cluster: its slot's node
         except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
@@ -383,7 +409,7 @@ class RedisStore(StateStore):
         try:
             if deadline is not None:
                 remaining(deadline)
-            await self._ascript(lua.record, keys, args)
+            await self._ascript(lua.record, keys, args, deadline)
         except _ERRORS as exc:
             raise self._unavailable(exc) from exc
 
@@ -628,20 +654,23 @@ class RedisStore(StateStore):
         self._aclient = self._aloop = None
         self.close()
 
-    async def _ascript(self, script: Script, keys: list[str], args: list[str]) -> Any:
+    async def _ascript(self, script: Script, keys: list[str], args: list[str],
+                       deadline: float | None = None) -> Any:
         """A script on a single server through this event loop's pipelined connection (the
         decisions of a busy process share one connection and its writes: see
-        :mod:`._redis_pipe`); on a cluster, or over TLS, through the asyncio client."""
+        :mod:`._redis_pipe`), waiting no longer than ``deadline`` or the store's timeout; on a
+        cluster, or over TLS, through the asyncio client (whose waits the caller bounds)."""
         if self._link is not None or not pipelinable(self._url):
             return await self._ause(lambda client: script.acall(client, keys, args))
         loop = asyncio.get_running_loop()
         if self._pipe is None or self._pipe_loop is not loop:  # it belongs to its loop
             self._pipe, self._pipe_loop = Pipe(self._url, self._timeout / 2), loop
+        until = self._bound(deadline)  # the caller's deadline, or the store's own bound
         try:
-            async with asyncio.timeout(self._timeout):  # the store's own bound, as redis-py's
-                return await script.acall(self._pipe, keys, args)
+            return await self._pipe.script(script.sha, script.source, keys, args, until=until)
         except TimeoutError:
-            raise redis.TimeoutError(f"no reply within {self._timeout} s") from None
+            raise redis.TimeoutError("no reply within the deadline" if until == deadline
+                                     else f"no reply within {self._timeout} s") from None
 
     async def _ause(self, use: Callable[[Any], Awaitable[_T]]) -> _T:
         """``use(client)`` with the asyncio client: the server's, or the cluster's (which
@@ -670,6 +699,11 @@ class RedisStore(StateStore):
 
     def _unavailable(self, exc: Exception) -> StoreUnavailable:
         return StoreUnavailable(f"Redis store at {redact(self._url)} failed: {exc}")
+
+
+# The async methods whose waits end at their deadline on a pipelined server (see
+# ``RedisStore.deadline_bound``): the three a decision's writes go through.
+_DEADLINE_BOUND = frozenset({RedisStore.aconsume, RedisStore.arecord, RedisStore.arelease})
 
 
 def _ms(seconds: float | None) -> str:

@@ -8,6 +8,10 @@ replies, which Redis sends in order, are matched to their callers in that order.
 comes after its caller stopped waiting (its deadline passed) is read and dropped, so a late
 reply is never taken for another command's.
 
+Each command waits until a deadline of its own (``until``), kept by the pipe: one timer for the
+soonest deadline of all that wait, not a timer per command (``asyncio.timeout`` around each
+would schedule and cancel one on every decision).
+
 Fails closed: a connection that cannot be opened, breaks, or is closed by the server fails
 every command waiting on it (``redis.ConnectionError``); the next command opens a new one. A
 command already sent is never sent again (it may have run: failing is an overcount at worst).
@@ -19,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import math
 import socket
+from time import perf_counter as _perf
 from typing import Any
 
 import redis
@@ -67,8 +73,12 @@ class Pipe:
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._opening: asyncio.Future[None] | None = None
-        self._waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        # (reply, its caller's deadline), in the order the commands were sent
+        self._waiting: collections.deque[tuple[asyncio.Future[Any], float]] = \
+            collections.deque()
         self._outgoing: list[bytes] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf  # when the timer fires (inf: none is set)
 
     # -- what the store calls ----------------------------------------------------------------
 
@@ -78,25 +88,69 @@ class Pipe:
     async def eval(self, source: str, numkeys: int, *keys_and_args: Any) -> Any:
         return await self.call("EVAL", source, str(numkeys), *keys_and_args)
 
-    async def call(self, *args: Any) -> Any:
-        """Sends one command (with the others of this loop turn) and waits for its reply.
+    async def script(self, sha: str, source: str, keys: list[str], args: list[str], *,
+                     until: float | None = None) -> Any:
+        """A Lua script by its SHA1, sent whole when the server does not have it."""
+        try:
+            return await self.call("EVALSHA", sha, str(len(keys)), *keys, *args, until=until)
+        except NoScriptError:
+            return await self.call("EVAL", source, str(len(keys)), *keys, *args, until=until)
+
+    async def call(self, *args: Any, until: float | None = None) -> Any:
+        """Sends one command (with the others of this loop turn) and waits for its reply, no
+        later than ``until`` (a ``time.perf_counter()`` time; None: as long as the caller
+        waits); nothing is sent once that has passed.
 
         Raises:
+            TimeoutError: ``until`` passed first.
             redis.ConnectionError: no connection, or it broke before the reply.
             redis.ResponseError: the server's error reply (``NoScriptError`` for NOSCRIPT).
         """
+        if until is None:
+            until = math.inf
         if self._writer is None or self._writer.is_closing():
-            await self._open()
+            left = until - _perf()
+            if left <= 0:
+                raise TimeoutError("the deadline passed before Redis was reached")
+            async with asyncio.timeout(None if left == math.inf else left):
+                await self._open()  # opening is rare: it has a timer of its own
         loop = self._loop
         assert loop is not None
+        if until <= _perf():
+            raise TimeoutError("the deadline passed before the command was sent")
         reply: asyncio.Future[Any] = loop.create_future()
-        self._waiting.append(reply)
+        self._waiting.append((reply, until))
+        if until < self._timer_at:
+            self._arm(until)
         if not self._outgoing:
             loop.call_soon(self._flush)
         self._outgoing.append(_encode(args))
         if len(self._waiting) > _MAX_WAITING:  # a server that stopped answering long ago
             self._drop(redis.ConnectionError("the Redis server stopped answering"))
         return await reply
+
+    def _arm(self, at: float) -> None:
+        """The timer, for ``at`` (sooner than the one set, if any)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        assert self._loop is not None
+        self._timer_at = at
+        self._timer = self._loop.call_later(max(at - _perf(), 0.0), self._expire)
+
+    def _expire(self) -> None:
+        """The timer fired: the commands whose deadline has passed stop waiting (their
+        replies will be dropped); the timer is set again for the soonest of the others."""
+        self._timer, self._timer_at = None, math.inf
+        now, soonest = _perf(), math.inf
+        for waiter, until in self._waiting:
+            if waiter.done():
+                continue
+            if until <= now:
+                waiter.set_exception(TimeoutError("Redis did not answer within the deadline"))
+            elif until < soonest:
+                soonest = until
+        if soonest < math.inf and self._loop is not None:
+            self._arm(soonest)
 
     async def aclose(self) -> None:
         """Closes the connection; commands still waiting fail."""
@@ -200,7 +254,7 @@ class Pipe:
                     reply, at = taken
                     if not self._waiting:
                         raise redis.ConnectionError("a reply came that nothing asked for")
-                    waiter = self._waiting.popleft()
+                    waiter = self._waiting.popleft()[0]
                     if waiter.done():  # its caller gave up (deadline): drop the reply
                         continue
                     if isinstance(reply, ResponseError):
@@ -232,7 +286,7 @@ class Pipe:
     def _fail(self, error: Exception) -> None:
         waiting, self._waiting = self._waiting, collections.deque()
         self._outgoing = []
-        for waiter in waiting:
+        for waiter, _ in waiting:
             if not waiter.done():
                 waiter.set_exception(error)
 
