@@ -1,7 +1,8 @@
 """The Redis store's pipelined connection (``_redis_pipe.Pipe``) against a real redis-server:
 replies matched to their callers in order under concurrency, scripts with the NOSCRIPT
 fallback, a caller that stops waiting, a server that goes away and comes back, AUTH and
-SELECT, and errors that leave the stream in step."""
+SELECT, and errors that leave the stream in step; each with hiredis's reader and with the
+parser used without it."""
 
 from __future__ import annotations
 
@@ -15,10 +16,62 @@ import pytest
 import redis
 from _state_support import RedisServer
 
-from callwarden.state._redis_pipe import Pipe, pipelinable
+from callwarden.state import _redis_pipe
+from callwarden.state._redis_pipe import Pipe, _Replies, pipelinable
 from callwarden.state._redis_scripts import Script
 
 ECHO = "return {KEYS[1], ARGV[1], tonumber(ARGV[2]) * 2}"
+
+
+@pytest.fixture(autouse=True, params=["hiredis", "python"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: replies read by hiredis (the redis extra installs it), and by the
+    parser a Redis install without it uses."""
+    assert _redis_pipe.hiredis is not None, "the redis extra installs hiredis"
+    if request.param == "python":
+        monkeypatch.setattr(_redis_pipe, "hiredis", None)
+    return str(request.param)
+
+
+STREAM = (b"*3\r\n$3\r\nabc\r\n:-5\r\n-ERR inner\r\n+OK\r\n$-1\r\n*-1\r\n"
+          b"-NOSCRIPT No matching script\r\n$0\r\n\r\n*2\r\n*1\r\n:1\r\n$4\r\n\r\n\r\n\r\n"
+          b":12345678901\r\n")
+
+
+def _plain(reply: Any) -> Any:
+    if isinstance(reply, list):
+        return [_plain(r) for r in reply]
+    if isinstance(reply, Exception):
+        return (type(reply).__name__, str(reply))
+    return reply
+
+
+def test_replies_cut_anywhere_read_the_same(reader: str) -> None:
+    expected = [[b"abc", -5, ("ResponseError", "ERR inner")], b"OK", None, None,
+                ("NoScriptError", "NOSCRIPT No matching script"), b"", [[1], b"\r\n\r\n"],
+                12345678901]
+    assert [_plain(r) for r in _Replies().feed(STREAM)] == expected
+    for cut in range(1, len(STREAM)):
+        replies = _Replies()
+        got = replies.feed(STREAM[:cut]) + replies.feed(STREAM[cut:])
+        assert [_plain(r) for r in got] == expected, cut
+
+
+def test_what_is_not_a_reply_or_too_big_is_refused(reader: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="RESP2"):
+        _Replies().feed(b"?what\r\n")
+    monkeypatch.setattr(_redis_pipe, "_MAX_REPLY", 1000)
+    replies = _Replies()
+    replies.feed(b"$5000\r\n" + b"x" * 600)
+    with pytest.raises(ValueError, match="512 MiB"):
+        replies.feed(b"x" * 600)
+    # Many small replies whose reads end inside the next one: more than the cap in all, but
+    # no reply near it.
+    stream, steady, got = (b"$40\r\n" + b"y" * 40 + b"\r\n") * 60, _Replies(), []
+    for at in range(0, len(stream), 30):
+        got += steady.feed(stream[at:at + 30])
+    assert len(stream) > 1000 and got == [b"y" * 40] * 60
 
 
 async def test_replies_reach_their_callers_under_concurrency(redis_server: RedisServer) -> None:

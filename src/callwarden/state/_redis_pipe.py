@@ -12,6 +12,10 @@ Each command waits until a deadline of its own (``until``), kept by the pipe: on
 soonest deadline of all that wait, not a timer per command (``asyncio.timeout`` around each
 would schedule and cancel one on every decision).
 
+The connection is an asyncio protocol: the replies are parsed as their bytes arrive, in the
+event loop's own callback (by hiredis's C reader when it is installed, as the ``redis`` extra
+does; else by the parser here), and each caller is woken with its reply there and then.
+
 Fails closed: a connection that cannot be opened, breaks, or is closed by the server fails
 every command waiting on it (``redis.ConnectionError``); the next command opens a new one. A
 command already sent is never sent again (it may have run: failing is an overcount at worst).
@@ -22,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import math
 import socket
 from time import perf_counter as _perf
@@ -32,16 +35,23 @@ import redis
 from redis.connection import parse_url
 from redis.exceptions import NoScriptError, ResponseError
 
+try:  # the redis extra brings it: replies parsed in C
+    import hiredis
+except ImportError:  # pragma: no cover - redis installed without the extra
+    hiredis = None  # type: ignore[assignment]
+
 __all__ = ["Pipe"]
 
 _CRLF = b"\r\n"
 _MAX_WAITING = 10_000  # commands in flight on one connection before it is given up
-_READ_SIZE = 1 << 16  # bytes a read of the replies asks for
 _MAX_REPLY = 512 << 20  # bytes of one reply, at most (Redis's own bound of a bulk string)
 
 
+_ONLY_STR = {str}
+
+
 def _encode(args: tuple[Any, ...]) -> bytes:
-    if all(type(arg) is str for arg in args):  # a script's keys and arguments, as a rule
+    if set(map(type, args)) == _ONLY_STR:  # a script's keys and arguments, as a rule
         text = f"*{len(args)}\r\n" + "".join([f"${len(arg)}\r\n{arg}\r\n" for arg in args])
         if text.isascii():  # then a length in characters is one in bytes
             return text.encode()
@@ -58,6 +68,119 @@ def pipelinable(url: str) -> bool:
     return url.partition(":")[0].lower() in ("redis", "unix")
 
 
+class _Replies:
+    """Whole replies out of the bytes that arrive, in order: hiredis's reader when installed,
+    else :func:`_take`. An error reply is its exception (``NoScriptError`` for
+    NOSCRIPT), inside an array too, so the stream stays in step."""
+
+    __slots__ = ("_buffer", "_reader", "_unfinished")
+
+    def __init__(self) -> None:
+        self._reader = hiredis.Reader(replyError=ResponseError) if hiredis is not None \
+            else None
+        self._buffer = bytearray()
+        self._unfinished = 0  # bytes of a reply not yet whole (the reader's, at most this)
+
+    def feed(self, data: bytes) -> list[Any]:
+        """The replies ``data`` completes.
+
+        Raises:
+            ValueError: bytes that are not RESP2, or a reply over 512 MiB.
+        """
+        reader = self._reader
+        if reader is None:
+            return self._parse(data)
+        reader.feed(data)
+        replies = []
+        try:
+            while (reply := reader.gets()) is not False:
+                if type(reply) is ResponseError and str(reply).startswith("NOSCRIPT"):
+                    reply = NoScriptError(str(reply))
+                replies.append(reply)
+        except hiredis.ProtocolError as e:
+            raise ValueError(f"not a RESP2 reply: {e}") from None
+        # What is left after a whole reply came within ``data``; else the reply grows on.
+        self._unfinished = (len(data) if reader.has_data() else 0) if replies \
+            else self._unfinished + len(data)
+        if self._unfinished > _MAX_REPLY:
+            raise ValueError("a reply over 512 MiB")
+        return replies
+
+    def _parse(self, data: bytes) -> list[Any]:
+        buffer = self._buffer
+        buffer += data
+        replies, at = [], 0
+        try:
+            while (taken := _take(buffer, at)) is not None:
+                reply, at = taken
+                replies.append(reply)
+        except RecursionError:
+            raise ValueError("a reply nested too deeply") from None
+        del buffer[:at]
+        if len(buffer) > _MAX_REPLY:
+            raise ValueError("a reply over 512 MiB")
+        return replies
+
+
+class _Link(asyncio.Protocol):
+    """One connection: what is sent in this loop turn, and the callers waiting for replies
+    (with their deadlines), in the order their commands were sent."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.waiting: collections.deque[tuple[asyncio.Future[Any], float]] = \
+            collections.deque()
+        self.outgoing: list[bytes] = []
+        self.replies = _Replies()
+        self.broken: Exception | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            replies = self.replies.feed(data)
+        except ValueError as e:
+            return self.fail(redis.ConnectionError(f"the Redis connection broke: {e}"))
+        waiting = self.waiting
+        for reply in replies:
+            if not waiting:
+                return self.fail(redis.ConnectionError("a reply came that nothing asked for"))
+            waiter = waiting.popleft()[0]
+            if waiter.done():  # its caller gave up (deadline): the reply is dropped
+                continue
+            if isinstance(reply, ResponseError):
+                waiter.set_exception(reply)
+            else:
+                waiter.set_result(reply)
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(redis.ConnectionError("the Redis server closed the connection" if exc is None
+                                        else f"the Redis connection broke: {exc}"))
+
+    def usable(self) -> bool:
+        return self.broken is None and self.transport is not None \
+            and not self.transport.is_closing()
+
+    def flush(self) -> None:
+        outgoing, self.outgoing = self.outgoing, []
+        if self.broken is None and self.transport is not None and outgoing:
+            self.transport.write(b"".join(outgoing))
+
+    def fail(self, error: Exception) -> None:
+        """Gives the connection up: what waits on it fails with ``error``."""
+        if self.broken is None:
+            self.broken = error
+        if self.transport is not None:
+            self.transport.abort()
+        self.outgoing = []
+        waiting, self.waiting = self.waiting, collections.deque()
+        for waiter, _ in waiting:
+            if not waiter.done():
+                waiter.set_exception(error)
+
+
 class Pipe:
     """Scripts and commands over one connection, pipelined.
 
@@ -70,13 +193,8 @@ class Pipe:
         self._options = parse_url(url)  # type: ignore[no-untyped-call]
         self._connect_timeout = connect_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task[None] | None = None
+        self._link: _Link | None = None
         self._opening: asyncio.Future[None] | None = None
-        # (reply, its caller's deadline), in the order the commands were sent
-        self._waiting: collections.deque[tuple[asyncio.Future[Any], float]] = \
-            collections.deque()
-        self._outgoing: list[bytes] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf  # when the timer fires (inf: none is set)
 
@@ -108,25 +226,28 @@ class Pipe:
         """
         if until is None:
             until = math.inf
-        if self._writer is None or self._writer.is_closing():
+        link = self._link
+        if link is None or not link.usable():
             left = until - _perf()
             if left <= 0:
                 raise TimeoutError("the deadline passed before Redis was reached")
             async with asyncio.timeout(None if left == math.inf else left):
                 await self._open()  # opening is rare: it has a timer of its own
+            link = self._link
+            assert link is not None
         loop = self._loop
         assert loop is not None
         if until <= _perf():
             raise TimeoutError("the deadline passed before the command was sent")
         reply: asyncio.Future[Any] = loop.create_future()
-        self._waiting.append((reply, until))
+        link.waiting.append((reply, until))
         if until < self._timer_at:
             self._arm(until)
-        if not self._outgoing:
-            loop.call_soon(self._flush)
-        self._outgoing.append(_encode(args))
-        if len(self._waiting) > _MAX_WAITING:  # a server that stopped answering long ago
-            self._drop(redis.ConnectionError("the Redis server stopped answering"))
+        if not link.outgoing:
+            loop.call_soon(link.flush)
+        link.outgoing.append(_encode(args))
+        if len(link.waiting) > _MAX_WAITING:  # a server that stopped answering long ago
+            link.fail(redis.ConnectionError("the Redis server stopped answering"))
         return await reply
 
     def _arm(self, at: float) -> None:
@@ -142,29 +263,24 @@ class Pipe:
         replies will be dropped); the timer is set again for the soonest of the others."""
         self._timer, self._timer_at = None, math.inf
         now, soonest = _perf(), math.inf
-        for waiter, until in self._waiting:
+        for waiter, until in self._link.waiting if self._link is not None else ():
             if waiter.done():
                 continue
             if until <= now:
                 waiter.set_exception(TimeoutError("Redis did not answer within the deadline"))
             elif until < soonest:
                 soonest = until
-        if soonest < math.inf and self._loop is not None:
+        if soonest < math.inf:
             self._arm(soonest)
 
     async def aclose(self) -> None:
         """Closes the connection; commands still waiting fail."""
-        writer, task = self._writer, self._reader_task
-        self._writer = self._reader_task = None
-        self._fail(redis.ConnectionError("the Redis store was closed"))
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+        link, self._link = self._link, None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer, self._timer_at = None, math.inf
+        if link is not None:
+            link.fail(redis.ConnectionError("the Redis store was closed"))
 
     # -- the connection ----------------------------------------------------------------------
 
@@ -174,39 +290,41 @@ class Pipe:
             return
         loop = asyncio.get_running_loop()
         opening = self._opening = loop.create_future()
-        writer = None
+        link = None
         try:
             async with asyncio.timeout(self._connect_timeout):
-                reader, writer = await self._connect()
-                await self._hello(reader, writer)
+                link = await self._connect(loop)
+                await self._hello(link, loop)
         except BaseException as exc:  # its opener cancelled too: the next command tries again
-            if writer is not None:
-                writer.close()
             self._opening = None
             error = redis.ConnectionError(f"cannot connect to Redis: {exc or type(exc).__name__}")
+            if link is not None:
+                link.fail(error)
             opening.set_exception(error)
             opening.exception()  # retrieved: the waiters re-raise it
-            if isinstance(exc, OSError | TimeoutError | ResponseError |
-                          asyncio.IncompleteReadError):
+            if isinstance(exc, OSError | TimeoutError | ResponseError | redis.ConnectionError):
                 raise error from exc
             raise
-        self._loop, self._writer = loop, writer
-        self._reader_task = loop.create_task(self._read(reader, writer))
+        old, self._loop, self._link = self._link, loop, link
+        if old is not None:
+            old.fail(redis.ConnectionError("the Redis connection was replaced"))
         self._opening = None
         opening.set_result(None)
 
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Link:
         options = self._options
         if "path" in options:
-            return await asyncio.open_unix_connection(options["path"])
-        reader, writer = await asyncio.open_connection(options.get("host", "localhost"),
-                                                       int(options.get("port", 6379)))
-        sock = writer.get_extra_info("socket")
+            _, link = await loop.create_unix_connection(_Link, options["path"])
+            return link
+        _, link = await loop.create_connection(_Link, options.get("host", "localhost"),
+                                               int(options.get("port", 6379)))
+        assert link.transport is not None
+        sock = link.transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return reader, writer
+        return link
 
-    async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _hello(self, link: _Link, loop: asyncio.AbstractEventLoop) -> None:
         """AUTH and SELECT, as the URL asks, before anything is pipelined."""
         options = self._options
         commands: list[tuple[Any, ...]] = []
@@ -216,79 +334,12 @@ class Pipe:
                             else ("AUTH", options["password"]))
         if int(options.get("db", 0) or 0):
             commands.append(("SELECT", int(options["db"])))
-        buffer = bytearray()
         for command in commands:
-            writer.write(_encode(command))
-            while (taken := _take(buffer, 0)) is None:
-                data = await reader.read(_READ_SIZE)
-                if not data:
-                    raise asyncio.IncompleteReadError(bytes(buffer), None)
-                buffer += data
-            answer, at = taken
-            del buffer[:at]
-            if isinstance(answer, ResponseError):
-                raise answer
-
-    def _flush(self) -> None:
-        outgoing, self._outgoing = self._outgoing, []
-        writer = self._writer
-        if writer is None or writer.is_closing():
-            self._fail(redis.ConnectionError("the Redis connection closed"))
-            return
-        writer.write(b"".join(outgoing))
-
-    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """The replies, in the order of the commands: what arrived is read at once and every
-        whole reply in it is parsed there and then (one wake-up for the replies to a turn's
-        commands); a reply cut across reads waits for the rest."""
-        error: Exception = redis.ConnectionError("the Redis server closed the connection")
-        buffer = bytearray()
-        try:
-            while True:
-                data = await reader.read(_READ_SIZE)
-                if not data:
-                    break
-                buffer += data
-                at = 0
-                while (taken := _take(buffer, at)) is not None:
-                    reply, at = taken
-                    if not self._waiting:
-                        raise redis.ConnectionError("a reply came that nothing asked for")
-                    waiter = self._waiting.popleft()[0]
-                    if waiter.done():  # its caller gave up (deadline): drop the reply
-                        continue
-                    if isinstance(reply, ResponseError):
-                        waiter.set_exception(reply)
-                    else:
-                        waiter.set_result(reply)
-                del buffer[:at]
-                if len(buffer) > _MAX_REPLY:
-                    raise redis.ConnectionError("a reply over 512 MiB")
-        except asyncio.CancelledError:
-            raise
-        except (OSError, redis.ConnectionError, ValueError, RecursionError) as exc:
-            error = redis.ConnectionError(f"the Redis connection broke: {exc}")
-        writer.close()
-        if self._writer is writer:
-            self._writer = self._reader_task = None
-            self._fail(error)
-
-    def _drop(self, error: Exception) -> None:
-        """Gives the connection up: what waits on it fails, the next command opens another."""
-        writer, task = self._writer, self._reader_task
-        self._writer = self._reader_task = None
-        if task is not None:
-            task.cancel()
-        if writer is not None:
-            writer.close()
-        self._fail(error)
-
-    def _fail(self, error: Exception) -> None:
-        waiting, self._waiting = self._waiting, collections.deque()
-        self._outgoing = []
-        for waiter, _ in waiting:
-            if not waiter.done():
-                waiter.set_exception(error)
+            answer: asyncio.Future[Any] = loop.create_future()
+            link.waiting.append((answer, math.inf))
+            link.outgoing.append(_encode(command))
+            link.flush()
+            await answer  # an error reply raises
 
 
 def _take(buffer: bytearray, at: int) -> tuple[Any, int] | None:
