@@ -57,9 +57,10 @@ class App:
 
 
 @contextlib.asynccontextmanager
-async def serving(app: App) -> AsyncIterator[tuple[uvicorn.Server, int]]:
+async def serving(app: App, keep_alive: float = 5) -> AsyncIterator[tuple[uvicorn.Server, int]]:
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                            http=coalescing(raw_routes(AutoHTTPProtocol)))
+                            http=coalescing(raw_routes(AutoHTTPProtocol)),
+                            timeout_keep_alive=keep_alive)
     server = uvicorn.Server(config)
     sock = socket.create_server(("127.0.0.1", 0))
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -169,6 +170,26 @@ async def test_connection_close_and_http_1_0_close_after_the_answer() -> None:
                 assert await reader.read() == b""  # the server closed it
             writer.close()
     assert app.raw == [b"bye", b"old"]
+
+
+async def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout() -> None:
+    """After a raw answer, a connection nothing comes on is closed once the keep-alive
+    timeout has passed (not before), as uvicorn closes one after an ASGI answer."""
+    app = App()
+    async with serving(app, keep_alive=0.5) as (_, port):
+        for first in (post("/raw", b"a"), post("/other", b"b")):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(first)
+            await answers(reader, 1)
+            answered = asyncio.get_running_loop().time()
+            writer.write(post("/raw", b"again"))  # within the timeout: still open
+            (status, _, _), = await answers(reader, 1)
+            again = asyncio.get_running_loop().time()
+            async with asyncio.timeout(TIMEOUT):
+                assert await reader.read() == b""  # then closed, idle
+            closed = asyncio.get_running_loop().time()
+            writer.close()
+            assert status == 201 and closed - again >= 0.5 - 0.05, (answered, again, closed)
 
 
 async def test_a_handler_that_raises_is_a_500_and_the_connection_goes_on(

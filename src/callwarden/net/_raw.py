@@ -10,9 +10,10 @@ method or target, a chunked body, ``Expect: 100-continue``, a body over the cap 
 then answers 413), an upgrade, a request pipelined behind one still being answered, a server
 with a concurrency limit.
 
-Keep-alive, ``Connection: close``, HTTP/1.0, the keep-alive timeout, graceful shutdown and
-pipelining stay uvicorn's: the raw request stands in uvicorn's request-cycle slot with the
-attributes uvicorn reads there, and when it is answered uvicorn's own completion step runs.
+Keep-alive, ``Connection: close``, HTTP/1.0, graceful shutdown and pipelining stay uvicorn's:
+the raw request stands in uvicorn's request-cycle slot with the attributes uvicorn reads there.
+The keep-alive timeout is kept with one timer per connection (uvicorn sets one after each
+answer and cancels it when the next request comes: a timer made and dropped per request).
 """
 
 from __future__ import annotations
@@ -104,6 +105,18 @@ def raw_routes(protocol: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.raw: Mapping[bytes, RawRoute] = _routes_of(self.app)
+            self.active_at = 0.0  # when data last came or an answer last left (loop time)
+            self.idle_timer: asyncio.TimerHandle | None = None
+
+        def data_received(self, data: bytes) -> None:
+            self.active_at = self.loop.time()
+            super().data_received(data)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.idle_timer is not None:
+                self.idle_timer.cancel()
+                self.idle_timer = None
+            super().connection_lost(exc)
 
         def on_headers_complete(self) -> None:
             route = self.raw.get(self.url) if self.raw else None
@@ -157,7 +170,35 @@ def raw_routes(protocol: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
             cycle.response_complete = True
             if not cycle.keep_alive:
                 self.transport.close()
-            self.on_response_complete()
+            self.answered()
+
+        def answered(self) -> None:
+            """uvicorn's completion step, but with one keep-alive timer per connection, not
+            one set and cancelled per request: it closes the connection once nothing has come
+            or left for the keep-alive timeout."""
+            if self.pipeline:  # a request waits behind this one: uvicorn starts it
+                return self.on_response_complete()  # type: ignore[no-any-return]
+            self.server_state.total_requests += 1
+            if self.transport.is_closing():
+                return None
+            self.flow.resume_reading()
+            self.active_at = self.loop.time()
+            if self.idle_timer is None:
+                self.idle_timer = self.loop.call_later(self.timeout_keep_alive, self.idle_check)
+            return None
+
+        def idle_check(self) -> None:
+            self.idle_timer = None
+            cycle = self.cycle
+            if self.transport.is_closing() or (cycle is not None and
+                                               not cycle.response_complete):
+                return  # closed, or a request is being answered: its answer sets the timer
+            idle = self.loop.time() - self.active_at
+            if idle >= self.timeout_keep_alive:
+                self.transport.close()
+            else:
+                self.idle_timer = self.loop.call_later(self.timeout_keep_alive - idle,
+                                                       self.idle_check)
 
     Raw.__name__ = Raw.__qualname__ = f"Raw{protocol.__name__}"
     return Raw
