@@ -708,3 +708,36 @@ def test_an_outcome_lets_go_of_the_calls_slot_of_a_concurrent_limit(tmp_path: Pa
         assert status == 200 and service.decide("export", {}, session="e1")["effect"] == "allow"
     finally:
         assert service.stop() == 0
+
+
+async def test_a_replaced_policy_is_let_go_and_the_loaded_one_kept_out_of_collection(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """The service keeps what it loaded out of the garbage collector's full passes (each was
+    a ~30 ms pause under load), and a policy replaced by a reload is still let go once the
+    decisions that had it are done."""
+    import asyncio
+    import gc
+    import weakref
+
+    from callwarden.serve import Service as App
+    from callwarden.serve import Tokens, _app, create_app
+
+    monkeypatch.setattr(_app, "_RETIRE", 0.05)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("version: 1\nrules: [{id: d, match: {tool: x}, effect: deny}]\n")
+    service = App(policy, Tokens.parse(TOKEN_FILE))
+    app = create_app(service).app  # type: ignore[attr-defined]
+    try:
+        async with app.router.lifespan_context(app):
+            assert gc.get_freeze_count() > 0
+            old = weakref.ref(service.guard)
+            policy.write_text("version: 1\nrules: []\n")
+            assert service.reload() == (True, [])
+            deadline = time.monotonic() + TIMEOUT
+            while old() is not None:
+                assert time.monotonic() < deadline, "the replaced policy was never let go"
+                await asyncio.sleep(0.05)
+            assert gc.get_freeze_count() > 0  # the policy now loaded, kept out again
+            assert service.guard.check("x", {}).allowed
+    finally:
+        gc.unfreeze()  # the test process as it was

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -132,9 +133,9 @@ class Service:
         old, self.guard = self.guard, fresh
         self.loaded_at = time.time()
         with contextlib.suppress(RuntimeError):  # no loop: close at once
-            asyncio.get_running_loop().call_later(_RETIRE, old.close)
+            asyncio.get_running_loop().call_later(_RETIRE, _retire, [old])
             return True, []
-        old.close()
+        _retire([old])
         return True, []
 
     # -- requests -------------------------------------------------------------------------
@@ -696,6 +697,7 @@ def create_app(service: Service) -> Any:
         if hangup_pending():  # one came while this worker was starting: the file changed
             _reload_on_signal(s)
         reminding = asyncio.create_task(_remind_waiting(s))
+        settle()
         try:
             yield
         finally:
@@ -704,6 +706,24 @@ def create_app(service: Service) -> Any:
 
     return _Decide(s, Starlette(routes=routes, lifespan=lifespan,
                                 exception_handlers={404: not_found, 405: not_found}))
+
+
+def settle() -> None:
+    """Keeps what the service holds from now on (its modules, the policy compiled) out of
+    the garbage collector's full passes. A loaded policy is tens of thousands of objects
+    that live as long as the process: traversing them made each full collection a pause of
+    ~30 ms, which a decision waiting behind it saw (a p99 of 25-30 ms under load)."""
+    gc.collect()
+    gc.freeze()
+
+
+def _retire(held: list[Guard]) -> None:
+    """A replaced policy, once the decisions that had it are done: closed, and let go (its
+    objects were kept out of collection with the rest). It comes in a list emptied here, so
+    nothing holds it when the collector runs."""
+    held.pop().close()
+    gc.unfreeze()
+    settle()
 
 
 def _reload_on_signal(service: Service) -> None:
