@@ -7,9 +7,12 @@ Run: .venv/bin/python bench/fuzz_serve.py [EXAMPLES]   (default 100 per operatio
 ``GET /v1/audit/stream`` is left out: it is an event stream that stays open by design (its
 tests are in tests/serve). Prints schemathesis' summary; exits with its status.
 
-One finding stays, by design: ST202 ("schema-valid request rejected") on ``POST /v1/replay``:
-a ``policy`` string that is not a policy (``"0"``) is answered 422 with the policy's problems.
-Being a valid policy is not something a JSON Schema can say; 422 is the documented answer.
+Two findings stay, by design, both ST202 ("schema-valid request rejected"): on
+``POST /v1/replay``, a ``policy`` string that is not a policy (``"0"``) is answered 422 with the
+policy's problems; on ``POST /v1/decide``, a ``request`` and a ``context.request`` that differ
+are answered 400 (the document says to give one, or both with the same text). Being a valid
+policy, or two fields being equal, is not something a JSON Schema can say; the refusal is the
+documented answer.
 """
 
 from __future__ import annotations

@@ -231,11 +231,20 @@ def test_bad_requests_get_json_errors(tmp_path: Path) -> None:
             "outcome of a deny": service.request("POST", "/v1/outcome", {"decision": {
                 **service.decide("delete_file", {"path": "a"})}, "result": "x"}),
             "outcome without decision": service.request("POST", "/v1/outcome", {"result": 1}),
+            "outcome with odd budgets": service.request("POST", "/v1/outcome", {"decision": {
+                **service.decide("read_file", {"path": "b"}), "budgets": [[None, None]]},
+                "result": "x"}),
+            "outcome with a budget short of a field": service.request(
+                "POST", "/v1/outcome", {"decision": {
+                    **service.decide("read_file", {"path": "c"}),
+                    "budgets": [{"rule": "five-reads", "limit": 5, "used": 1}]},
+                    "result": "x"}),
         }
         expected = {"not json": 400, "not an object": 400, "no tool": 400, "bad field": 400,
                     "too big": 413, "unknown path": 404, "wrong method": 405,
                     "unknown approval": 404, "bad status": 400, "outcome of a deny": 409,
-                    "outcome without decision": 400}
+                    "outcome without decision": 400, "outcome with odd budgets": 400,
+                    "outcome with a budget short of a field": 400}
         for name, (status, body, headers) in cases.items():
             assert status == expected[name], (name, status, body)
             assert headers["content-type"] == "application/json", name

@@ -231,3 +231,24 @@ async def test_password_and_database(tmp_path: Path) -> None:
 def test_which_urls_it_speaks() -> None:
     assert pipelinable("redis://h:1/0") and pipelinable("unix:///tmp/r.sock")
     assert not pipelinable("rediss://h:1/0")
+
+
+def test_call_tokens_are_unique_in_a_process_and_across_processes(reader: str) -> None:
+    """A call's entries in a shared windowed counter are named by its token: no two calls,
+    in one process or in two (forked workers included), may share one."""
+    import sys
+
+    from callwarden.state._redis_scripts import call_token
+
+    here = {call_token() for _ in range(10_000)}
+    assert len(here) == 10_000
+    program = ("import os; from callwarden.state._redis_scripts import call_token; "
+               "a = call_token(); pid = os.fork()\n"
+               "if pid == 0:\n    print(call_token(), flush=True); os._exit(0)\n"
+               "os.waitpid(pid, 0); print(a, call_token())")
+    runs = [subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                           check=True, timeout=60).stdout.split() for _ in range(2)]
+    tokens = [t for run in runs for t in run]
+    assert len(tokens) == 6 and len(set(tokens)) == 6 and not here & set(tokens)
+    prefixes = {t[:24] for t in tokens}  # each process its own prefix, the child's too
+    assert len(prefixes) == 4

@@ -405,11 +405,25 @@ def _decision_from(data: Any) -> Decision:
     """The decision ``/v1/decide`` answered, as the outcome's request carries it back."""
     if not isinstance(data, dict):
         raise _Problem(400, "bad_request", "'decision' must be the object /v1/decide answered")
+    budgets = data.get("budgets")
+    if budgets is not None and not (isinstance(budgets, list)
+                                    and all(_is_budget(b) for b in budgets)):
+        raise _Problem(400, "bad_request", "'decision.budgets' is not what /v1/decide answered:"
+                                           " a list of {rule, limit, used, remaining, reset_at}")
     try:
         return Decision.from_dict(data)
     except ValueError as e:
         raise _Problem(400, "bad_request", f"'decision' is not one /v1/decide answered: {e}") \
             from None
+
+
+def _is_budget(item: Any) -> bool:
+    def number(value: Any) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+
+    return isinstance(item, dict) and isinstance(item.get("rule"), str) \
+        and all(number(item.get(k)) for k in ("limit", "used", "remaining")) \
+        and "reset_at" in item and (item["reset_at"] is None or number(item["reset_at"]))
 
 
 def _handler(service: Service, role: str | None,

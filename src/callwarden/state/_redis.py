@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import math
-import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -42,7 +40,13 @@ from callwarden.state._history import SessionHistory
 from callwarden.state._redis_cluster import FAILURES, ClusterLink, slot_of
 from callwarden.state._redis_deadline import bounded_pool
 from callwarden.state._redis_pipe import Pipe, pipelinable
-from callwarden.state._redis_scripts import Script, command_within, parse_consume, remaining
+from callwarden.state._redis_scripts import (
+    Script,
+    call_token,
+    command_within,
+    parse_consume,
+    remaining,
+)
 from callwarden.state._redis_slots import Consumption, consume_across_slots
 from callwarden.state._redis_url import is_cluster_url, redact
 
@@ -55,22 +59,6 @@ _TAGS_KEPT = 4096  # hash tags remembered per store (a digest each), then forgot
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 _ERRORS = (*FAILURES, UnicodeEncodeError)
 _T = TypeVar("_T")
-# A call's token names its entries in windowed counters, which every process shares: a 96-bit
-# random prefix per process and a counter (a uuid4 would read the system's random source on
-# every decision).
-_TOKEN_PREFIX, _TOKENS = os.urandom(12).hex(), itertools.count(1)
-
-
-def _token() -> str:
-    return _TOKEN_PREFIX + str(next(_TOKENS))
-
-
-def _reseed_tokens() -> None:
-    global _TOKEN_PREFIX, _TOKENS
-    _TOKEN_PREFIX, _TOKENS = os.urandom(12).hex(), itertools.count(1)
-
-
-os.register_at_fork(after_in_child=_reseed_tokens)
 
 
 class RedisStore(StateStore):
@@ -272,7 +260,7 @@ class RedisStore(StateStore):
         """The consume script's keys and arguments, and the slot of all its keys (``None``
         when they are in several: a cluster then runs it slot by slot)."""
         keys: list[str] = []
-        args = [repr(float(now)), "1" if commit else "0", _token(), repr(TOLERANCE),
+        args = [repr(float(now)), "1" if commit else "0", call_token(), repr(TOLERANCE),
                 _TTL_MARGIN, self._idle_ttl_ms, str(len(counters))]
         if record is None:
             args += ("0", "", "", "", "")
@@ -323,7 +311,7 @@ class RedisStore(StateStore):
         tails = [_tail(c) for c in counters]
         session = "" if record is None else record.session
         history = self._history_key(session)
-        head = (repr(float(now)), _token(), repr(TOLERANCE), _TTL_MARGIN,
+        head = (repr(float(now)), call_token(), repr(TOLERANCE), _TTL_MARGIN,
                 self._idle_ttl_ms)
         return Consumption(counters, keys, bodies, slots, head, self._history_ttl_ms, record,
                            history, slot_of(history), tails, now)

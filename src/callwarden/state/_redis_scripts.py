@@ -4,6 +4,8 @@ every wait bounded by a deadline (to a standalone server, or to the node of a cl
 from __future__ import annotations
 
 import hashlib
+import itertools
+import os
 from collections.abc import Sequence
 from time import perf_counter as _perf
 from typing import Any
@@ -15,9 +17,28 @@ from redis.exceptions import NoScriptError, ResponseError
 from callwarden.state._base import Counter, CounterState, StoreUnavailable, spaced_reset
 from callwarden.state._redis_deadline import until
 
-__all__ = ["Script", "command_within", "commands_within", "consume", "fresh_members",
-           "get_changed", "parse_consume", "record", "refund", "release", "remaining",
-           "set_value"]
+__all__ = ["Script", "call_token", "command_within", "commands_within", "consume",
+           "fresh_members", "get_changed", "parse_consume", "record", "refund", "release",
+           "remaining", "set_value"]
+
+# A call's token names its entries in windowed counters, which every process shares: a 96-bit
+# random prefix per process and a counter (a uuid4 would read the system's random source on
+# every decision).
+_TOKEN_PREFIX, _TOKENS = os.urandom(12).hex(), itertools.count(1)
+
+
+def call_token() -> str:
+    """The token of a call's entries (ARGV[3] of the consume script): unique across
+    processes."""
+    return _TOKEN_PREFIX + str(next(_TOKENS))
+
+
+def _reseed_tokens() -> None:
+    global _TOKEN_PREFIX, _TOKENS
+    _TOKEN_PREFIX, _TOKENS = os.urandom(12).hex(), itertools.count(1)
+
+
+os.register_at_fork(after_in_child=_reseed_tokens)  # a child counts from a prefix of its own
 
 # KEYS: two per counter, the entries ZSET and its running total (both the total for a counter
 # without a window, both the members ZSET for a counter with members), then the session's
