@@ -155,6 +155,10 @@ class UrlMatcher:
         value = subject.role("url")
         args = subject.call.args
         more = not _EXTRA_URL_SET.isdisjoint(args)
+        if type(value) is str and not more and not self._scan_text:
+            hit = self._cache.get(value, _UNSEEN)  # the usual call: one URL, seen before
+            if hit is not _UNSEEN:
+                return hit  # type: ignore[no-any-return]
         if value is None and not more and subject.profile.kind == "http":
             return Hit("the http tool call has no URL argument", code="url.invalid")
         if value is not None:

@@ -287,7 +287,7 @@ class Rule:
         if self.policy is not None:
             return as_verdict(self.policy.evaluate(subject.call, subject))
         hit: Hit | None = None
-        details: list[str] = []
+        details: list[str] | None = None  # made once a condition holds (most never do)
         for _key, condition in self.conditions:
             hit = condition(subject)
             if hit is None:
@@ -296,7 +296,11 @@ class Rule:
                 # "Could not analyse" makes deny rules fire (fail closed); it must never make
                 # an allow rule fire, or uncertainty would open the door.
                 return None
+            if details is None:
+                details = []
             details.append(hit.detail)
+        if details is None:
+            details = []
         code = hit.code if hit is not None else "matched"
         if self.effect is Effect.MODIFY:
             args: Mapping[str, Any] | None = None
