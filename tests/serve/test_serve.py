@@ -734,8 +734,12 @@ async def test_a_replaced_policy_is_let_go_and_the_loaded_one_kept_out_of_collec
     monkeypatch.setattr(_app, "_RETIRE", 0.05)
     policy = tmp_path / "policy.yaml"
     policy.write_text("version: 1\nrules: [{id: d, match: {tool: x}, effect: deny}]\n")
+    mounted = App(policy, Tokens.parse(TOKEN_FILE))
+    among_others = create_app(mounted).app  # type: ignore[attr-defined]
+    async with among_others.router.lifespan_context(among_others):
+        assert gc.get_freeze_count() == 0  # mounted among other apps: its host's collector
     service = App(policy, Tokens.parse(TOKEN_FILE))
-    app = create_app(service).app  # type: ignore[attr-defined]
+    app = create_app(service, own_process=True).app  # type: ignore[attr-defined]
     try:
         async with app.router.lifespan_context(app):
             assert gc.get_freeze_count() > 0

@@ -22,5 +22,5 @@ def run(make: Callable[[], Service], host: str, port: int, *, workers: int = 1) 
     the policy's store."""
     from callwarden.net import serve_app
 
-    return serve_app(lambda: create_app(make()), host, port, name="callwarden serve", grace=5,
-                     workers=workers)
+    return serve_app(lambda: create_app(make(), own_process=True), host, port,
+                     name="callwarden serve", grace=5, workers=workers)

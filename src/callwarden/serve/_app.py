@@ -118,6 +118,7 @@ class Service:
         self.metrics = Metrics()
         self.guard = Guard.from_file(policy)  # a broken policy: PolicyError, no service
         self.loaded_at = time.time()
+        self.frozen = False  # what it loaded is kept out of the collector's passes (settle)
 
     # -- the policy -----------------------------------------------------------------------
 
@@ -133,9 +134,9 @@ class Service:
         old, self.guard = self.guard, fresh
         self.loaded_at = time.time()
         with contextlib.suppress(RuntimeError):  # no loop: close at once
-            asyncio.get_running_loop().call_later(_RETIRE, _retire, [old])
+            asyncio.get_running_loop().call_later(_RETIRE, _retire, [old], self.frozen)
             return True, []
-        _retire([old])
+        _retire([old], self.frozen)
         return True, []
 
     # -- requests -------------------------------------------------------------------------
@@ -514,8 +515,11 @@ async def _chunks(receive: Any) -> AsyncIterator[bytes]:
             return
 
 
-def create_app(service: Service) -> Any:
-    """The ASGI application serving ``service``."""
+def create_app(service: Service, *, own_process: bool = False) -> Any:
+    """The ASGI application serving ``service``. ``own_process``: the application is all its
+    process serves (``callwarden serve``), so once started, what the process has loaded is
+    kept out of the garbage collector's full passes (:func:`settle`); an application mounted
+    among others leaves its host's collector as it is."""
     s = service
 
     async def decide(request: Request, holder: Holder | None) -> Any:
@@ -711,7 +715,9 @@ def create_app(service: Service) -> Any:
         if hangup_pending():  # one came while this worker was starting: the file changed
             _reload_on_signal(s)
         reminding = asyncio.create_task(_remind_waiting(s))
-        settle()
+        if own_process:
+            settle()
+            s.frozen = True
         try:
             yield
         finally:
@@ -731,13 +737,14 @@ def settle() -> None:
     gc.freeze()
 
 
-def _retire(held: list[Guard]) -> None:
-    """A replaced policy, once the decisions that had it are done: closed, and let go (its
-    objects were kept out of collection with the rest). It comes in a list emptied here, so
-    nothing holds it when the collector runs."""
+def _retire(held: list[Guard], frozen: bool) -> None:
+    """A replaced policy, once the decisions that had it are done: closed, and let go (when
+    its objects were kept out of collection with the rest, they are let back in first). It
+    comes in a list emptied here, so nothing holds it when the collector runs."""
     held.pop().close()
-    gc.unfreeze()
-    settle()
+    if frozen:
+        gc.unfreeze()
+        settle()
 
 
 def _reload_on_signal(service: Service) -> None:
