@@ -56,6 +56,13 @@ class App:
         return 201, [(b"content-length", str(len(answer)).encode())], answer
 
 
+async def handed(app: App) -> None:
+    """Until the raw handler has a request."""
+    async with asyncio.timeout(TIMEOUT):
+        while not app.raw:
+            await asyncio.sleep(0.01)
+
+
 @contextlib.asynccontextmanager
 async def serving(app: App, keep_alive: float = 5) -> AsyncIterator[tuple[uvicorn.Server, int]]:
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
@@ -213,9 +220,7 @@ async def test_a_client_gone_before_its_answer_leaves_the_server_serving() -> No
         _, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(post("/raw", b"gone"))
         await writer.drain()
-        async with asyncio.timeout(TIMEOUT):
-            while not app.raw:
-                await asyncio.sleep(0.01)
+        await handed(app)
         writer.close()
         await asyncio.sleep(0.05)
         app.release.set()
@@ -229,9 +234,7 @@ async def test_a_graceful_shutdown_waits_for_a_raw_answer() -> None:
     async with serving(app) as (server, port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(post("/raw", b"late"))
-        async with asyncio.timeout(TIMEOUT):
-            while not app.raw:
-                await asyncio.sleep(0.01)
+        await handed(app)
         server.should_exit = True  # the server starts stopping while the answer is pending
         await asyncio.sleep(0.2)
         app.release.set()

@@ -79,7 +79,8 @@ async def test_replies_reach_their_callers_under_concurrency(redis_server: Redis
     script = Script(ECHO)
     try:
         replies = await asyncio.gather(*(
-            script.acall(pipe, [f"k{i}"], [f"v{i}", str(i)]) for i in range(2000)))
+            pipe.script(script.sha, script.source, [f"k{i}"], [f"v{i}", str(i)])
+            for i in range(2000)))
         assert replies == [[f"k{i}".encode(), f"v{i}".encode(), 2 * i] for i in range(2000)]
         assert await pipe.call("PING") == b"PONG"
         assert await pipe.call("GET", "callwarden-pipe-missing") is None
@@ -102,7 +103,8 @@ async def test_replies_cut_across_reads_and_bytes_that_look_like_replies(
     try:
         sizes = [1, 3000, 70_000, 5, 200_000, 0, 9]
         replies = await asyncio.gather(*(
-            script.acall(pipe, [], [f"c{i}", odd, str(n)]) for i, n in enumerate(sizes)))
+            pipe.script(script.sha, script.source, [], [f"c{i}", odd, str(n)])
+            for i, n in enumerate(sizes)))
         assert replies == [[f"c{i}".encode(), (odd * n).encode(), 7]
                            for i, n in enumerate(sizes)]
         assert await pipe.call("PING") == b"PONG"  # still in step after them
@@ -114,8 +116,9 @@ async def test_an_error_reply_fails_its_caller_alone(redis_server: RedisServer) 
     pipe = Pipe(redis_server.url, 5.0)
     try:
         results = await asyncio.gather(
-            pipe.call("PING"), pipe.eval("return redis.error_reply('nope')", 0),
-            pipe.evalsha("0" * 40, 0), pipe.eval("return {1, redis.error_reply('inner'), 3}", 0),
+            pipe.call("PING"), pipe.call("EVAL", "return redis.error_reply('nope')", "0"),
+            pipe.call("EVALSHA", "0" * 40, "0"),
+            pipe.call("EVAL", "return {1, redis.error_reply('inner'), 3}", "0"),
             pipe.call("PING"), return_exceptions=True)
         assert results[0] == b"PONG" and results[4] == b"PONG"
         assert isinstance(results[1], redis.ResponseError) and "nope" in str(results[1])
@@ -130,7 +133,7 @@ async def test_a_caller_that_stops_waiting_does_not_take_another_reply(
     pipe = Pipe(own_redis_server.url, 5.0)
     try:
         await pipe.call("SET", "a", "1")
-        slow = asyncio.ensure_future(pipe.eval("redis.call('SET', 'b', '2') return 'slow'", 0))
+        slow = asyncio.ensure_future(pipe.call("EVAL", "redis.call('SET', 'b', '2') return 'slow'", "0"))
         await asyncio.sleep(0)  # sent
         own_redis_server.pause()
         with pytest.raises(TimeoutError):

@@ -471,37 +471,42 @@ class _Decide:
             return await self.app(scope, receive, send)
         headers = {k.decode(): v.decode("latin-1") for k, v in scope["headers"]
                    if k in (b"authorization", b"content-length")}
-        try:
-            holder = self.service.holder_of(headers.get("authorization"), "agent")
-            body = await self.service.read(headers.get("content-length", ""), _chunks(receive))
-            result = await self.service.decide(body, holder)
-        except Exception as e:
-            return await _failure(e, "/v1/decide")(scope, receive, send)
-        data = encode(result)
-        await send({"type": "http.response.start", "status": 200, "headers": _json_head(data)})
+
+        async def body() -> dict[str, Any]:
+            return await self.service.read(headers.get("content-length", ""), _chunks(receive))
+
+        status, head, data = await self.answer(headers.get("authorization"), body)
+        await send({"type": "http.response.start", "status": status, "headers": head})
         await send({"type": "http.response.body", "body": data})
-        return None
 
     async def raw(self, headers: list[tuple[bytes, bytes]], data: bytes
                   ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         """The same answer to a decide request the HTTP parser read whole (its body within
-        the size cap): status, headers, body."""
+        the size cap)."""
         authorization = None
         for name, value in headers:
             if name == b"authorization":
                 authorization = value.decode("latin-1")
+
+        async def body() -> dict[str, Any]:
+            return self.service.parsed(data)
+
+        return await self.answer(authorization, body)
+
+    async def answer(self, authorization: str | None,
+                     body: Callable[[], Awaitable[dict[str, Any]]]
+                     ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """A decide request's answer (status, headers, body), whichever way it came in: the
+        token checked, then the body read (``body()``) and decided; a refusal as JSON."""
         try:
             holder = self.service.holder_of(authorization, "agent")
-            result = await self.service.decide(self.service.parsed(data), holder)
+            result = await self.service.decide(await body(), holder)
         except Exception as e:
             failed = _failure(e, "/v1/decide")
             return failed.status_code, failed.raw_headers, bytes(failed.body)
-        answer = encode(result)
-        return 200, _json_head(answer), answer
-
-
-def _json_head(data: bytes) -> list[tuple[bytes, bytes]]:
-    return [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        data = encode(result)
+        return 200, [(b"content-type", b"application/json"),
+                     (b"content-length", str(len(data)).encode())], data
 
 
 async def _chunks(receive: Any) -> AsyncIterator[bytes]:

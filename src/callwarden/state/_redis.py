@@ -648,7 +648,7 @@ class RedisStore(StateStore):
         decisions of a busy process share one connection and its writes: see
         :mod:`._redis_pipe`), waiting no longer than ``deadline`` or the store's timeout; on a
         cluster, or over TLS, through the asyncio client (whose waits the caller bounds)."""
-        if self._link is not None or not pipelinable(self._url):
+        if not self._pipelined:
             return await self._ause(lambda client: script.acall(client, keys, args))
         loop = asyncio.get_running_loop()
         if self._pipe is None or self._pipe_loop is not loop:  # it belongs to its loop

@@ -200,12 +200,6 @@ class Pipe:
 
     # -- what the store calls ----------------------------------------------------------------
 
-    async def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
-        return await self.call("EVALSHA", sha, str(numkeys), *keys_and_args)
-
-    async def eval(self, source: str, numkeys: int, *keys_and_args: Any) -> Any:
-        return await self.call("EVAL", source, str(numkeys), *keys_and_args)
-
     async def script(self, sha: str, source: str, keys: list[str], args: list[str], *,
                      until: float | None = None) -> Any:
         """A Lua script by its SHA1, sent whole when the server does not have it."""
