@@ -343,6 +343,10 @@ def test_bad_http_requests_get_json_errors_and_the_gateway_goes_on(setup: Setup)
                                        b'"tools/call", "params": {"name": "read_file", '
                                        b'"arguments": {"path": "\\udfff"}}}',
                                   {"Mcp-Session-Id": sid, "Accept": "application/json"})
+        # Nested past what the JSON reader takes: a parse error, not a server error.
+        deep, _, deep_body = post(url, b'{"jsonrpc": "2.0", "id": 9, "params": '
+                                       + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                                  {"Mcp-Session-Id": sid, "Accept": "application/json"})
         ended, _, _ = post(url, b"", {"Mcp-Session-Id": sid}, method="DELETE")
         after, _, _ = post(url, {"jsonrpc": "2.0", "id": 8, "method": "tools/list"},
                            {"Mcp-Session-Id": sid})
@@ -351,6 +355,7 @@ def test_bad_http_requests_get_json_errors_and_the_gateway_goes_on(setup: Setup)
     refused = json.loads(lone_body)
     assert lone == 200 and refused["id"] == "\ud800", lone_body
     assert "lone surrogate" in refused["error"]["message"]
+    assert deep == 400 and "nested too deeply" in json.loads(deep_body)["error"]["message"]
     assert ended == 200 and after == 404
     assert listening.process.returncode == 0
     assert not any("Traceback" in line for line in listening.said), listening.said

@@ -239,13 +239,11 @@ def test_a_client_of_the_2025_protocol_line_by_line(setup: Setup) -> None:
     assert read["result"]["content"][0]["text"] == "contents of a"
     assert ran(setup.log) == [("read_file", {"path": "a"})]
 
-@pytest.mark.parametrize("several", [False, True], ids=["one server", "--config"])
-def test_a_message_holding_a_lone_surrogate_is_refused_not_passed_on(setup: Setup, tmp_path: Path,
-                                                                     several: bool) -> None:
-    """A client may send "\\ud800" (valid JSON, not text once read): in a tool's name, an
-    id, a method or the arguments, the message is answered with an error saying so (its id
-    sent back escaped) and not passed on to the server, which would choke on it (the Python
-    SDK's stops answering); the session goes on."""
+def _one_by_one(setup: Setup, tmp_path: Path, several: bool,
+                lines: list[dict[str, Any] | str]) -> list[dict[str, Any]]:
+    """The replies of ``callwarden mcp`` (one server, or ``--config`` with one) to ``lines``
+    (messages, or raw text), each sent after the answer to the one before; a reply that never
+    comes fails the test instead of hanging it. The gateway must then exit 0."""
     command = [str(CLI), "mcp", "--policy", str(setup.policy)]
     if several:
         config = tmp_path / "servers.json"
@@ -255,32 +253,18 @@ def test_a_message_holding_a_lone_surrogate_is_refused_not_passed_on(setup: Setu
         command += ["--config", str(config)]
     else:
         command += ["--", sys.executable, str(UPSTREAM), str(setup.log)]
-    prefix = "files__" if several else ""
-    lines = [{"id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"}}},
-        {"method": "notifications/initialized"},
-        {"id": 2, "method": "tools/call",
-         "params": {"name": prefix + "read_file", "arguments": {"path": "a\ud800"}}},
-        {"id": 3, "method": "tools/call",
-         "params": {"name": prefix + "read_file\ud800", "arguments": {}}},
-        {"id": "\udfff", "method": "tools/call",
-         "params": {"name": prefix + "read_file", "arguments": {"path": "c"}}},
-        {"id": 4, "method": "tools/list\ud800"},
-        {"method": "notifications/\ud800"},
-        {"id": 5, "method": "tools/call",
-         "params": {"name": prefix + "read_file", "arguments": {"path": "b"}}}]
-    # Sent one by one, each after the answer to the one before (initialize first).
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                text=True, env=setup.env)
     assert process.stdin is not None and process.stdout is not None
     replies = []
-    pool = ThreadPoolExecutor(1)  # a reply that never comes fails the test, not hangs it
+    pool = ThreadPoolExecutor(1)
     try:
         for message in lines:
-            process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+            raw = message if isinstance(message, str) else json.dumps({"jsonrpc": "2.0",
+                                                                       **message})
+            process.stdin.write(raw + "\n")
             process.stdin.flush()
-            if "id" in message:
+            if isinstance(message, str) or "id" in message:
                 line = pool.submit(process.stdout.readline).result(timeout=TIMEOUT)
                 replies.append(json.loads(line))
         process.stdin.close()
@@ -290,6 +274,36 @@ def test_a_message_holding_a_lone_surrogate_is_refused_not_passed_on(setup: Setu
         process.wait()
         pool.shutdown()
         process.stdout.close()
+    return replies
+
+
+def _initialize() -> list[dict[str, Any] | str]:
+    return [{"id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}},
+        {"method": "notifications/initialized"}]
+
+
+@pytest.mark.parametrize("several", [False, True], ids=["one server", "--config"])
+def test_a_message_holding_a_lone_surrogate_is_refused_not_passed_on(setup: Setup, tmp_path: Path,
+                                                                     several: bool) -> None:
+    """A client may send "\\ud800" (valid JSON, not text once read): in a tool's name, an
+    id, a method or the arguments, the message is answered with an error saying so (its id
+    sent back escaped) and not passed on to the server, which would choke on it (the Python
+    SDK's stops answering); the session goes on."""
+    prefix = "files__" if several else ""
+    replies = _one_by_one(setup, tmp_path, several, [
+        *_initialize(),
+        {"id": 2, "method": "tools/call",
+         "params": {"name": prefix + "read_file", "arguments": {"path": "a\ud800"}}},
+        {"id": 3, "method": "tools/call",
+         "params": {"name": prefix + "read_file\ud800", "arguments": {}}},
+        {"id": "\udfff", "method": "tools/call",
+         "params": {"name": prefix + "read_file", "arguments": {"path": "c"}}},
+        {"id": 4, "method": "tools/list\ud800"},
+        {"method": "notifications/\ud800"},
+        {"id": 5, "method": "tools/call",
+         "params": {"name": prefix + "read_file", "arguments": {"path": "b"}}}])
     assert [r["id"] for r in replies] == [1, 2, 3, "\udfff", 4, 5]
     for refused in replies[1:5]:
         assert refused["error"]["code"] == -32600
@@ -297,6 +311,32 @@ def test_a_message_holding_a_lone_surrogate_is_refused_not_passed_on(setup: Setu
     assert replies[5]["result"]["content"][0]["text"] == "contents of b"
     assert ran(setup.log) == [("read_file", {"path": "b"})]
 
+
+@pytest.mark.parametrize("several", [False, True], ids=["one server", "--config"])
+def test_messages_nested_as_deep_as_json_goes_and_deeper_are_answered(
+        setup: Setup, tmp_path: Path, several: bool) -> None:
+    """Arguments nested 900 deep (JSON, which the gateway reads and walks) are denied by the
+    policy; a line nested past what the JSON reader takes is a parse error; neither stops
+    the gateway, and the next call runs."""
+    prefix = "files__" if several else ""
+    deep: Any = "x"
+    for _ in range(900):
+        deep = [deep]
+    too_deep = '{"jsonrpc": "2.0", "id": 9, "method": "ping", "params": ' + "[" * 100_000 \
+        + "]" * 100_000 + "}"
+    replies = _one_by_one(setup, tmp_path, several, [
+        *_initialize(),
+        {"id": 2, "method": "tools/call",
+         "params": {"name": prefix + "read_file", "arguments": {"path": deep}}},
+        too_deep,
+        {"id": 3, "method": "tools/call",
+         "params": {"name": prefix + "read_file", "arguments": {"path": "b"}}}])
+    assert [r["id"] for r in replies] == [1, 2, None, 3]
+    assert replies[1]["result"]["isError"] is True
+    assert replies[2]["error"]["code"] == -32700
+    assert "nested too deeply" in replies[2]["error"]["message"]
+    assert replies[3]["result"]["content"][0]["text"] == "contents of b"
+    assert ran(setup.log) == [("read_file", {"path": "b"})]
 
 
 async def test_a_tool_that_changes_after_first_sight_is_refused_until_accepted(

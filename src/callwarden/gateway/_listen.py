@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from callwarden._call import new_id
 from callwarden.gateway._proxy import _error, _key
-from callwarden.gateway._upstream import _META_PROTOCOL, MAX_MESSAGE, encode
+from callwarden.gateway._upstream import _META_PROTOCOL, MAX_MESSAGE, encode, load
 from callwarden.net import bearer
 
 __all__ = ["HttpFront", "Runner", "is_loopback", "serve_http"]
@@ -309,7 +309,7 @@ class HttpFront:
                                                          f"{MAX_MESSAGE} bytes"))
             return
         try:
-            message = json.loads(body)
+            message = load(body)
         except ValueError as e:
             await _reply(send, 400, _error(None, -32700, f"callwarden: not JSON ({e})"))
             return

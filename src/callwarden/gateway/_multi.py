@@ -30,6 +30,7 @@ from callwarden.gateway._upstream import (
     HttpUpstream,
     ProcessUpstream,
     Upstream,
+    load,
     not_text,
     read_line,
 )
@@ -182,7 +183,7 @@ class Router:
                     self._write(_error(None, -32700, f"callwarden: {line}"))
                 continue
             try:
-                message = json.loads(line)
+                message = load(line)
             except ValueError as e:
                 self._write(_error(None, -32700, f"callwarden: not JSON ({e})"))
                 continue

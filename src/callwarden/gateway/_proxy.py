@@ -47,6 +47,7 @@ from callwarden.gateway._upstream import (
     NOT_TEXT,
     Upstream,
     encode,
+    load,
     not_text,
     read_line,
 )
@@ -239,7 +240,7 @@ class Gateway:
             if not line.strip():
                 continue
             try:
-                message = json.loads(line)
+                message = load(line)
             except ValueError as e:
                 self._to_client(_error(None, _PARSE_ERROR, f"callwarden: not JSON ({e})"))
                 continue

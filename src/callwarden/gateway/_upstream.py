@@ -9,7 +9,8 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
-__all__ = ["MAX_MESSAGE", "HttpUpstream", "ProcessUpstream", "Upstream", "encode", "read_line"]
+__all__ = ["MAX_MESSAGE", "NOT_TEXT", "HttpUpstream", "ProcessUpstream", "Upstream", "encode", "load",
+           "not_text", "read_line"]
 
 _META_PROTOCOL = "io.modelcontextprotocol/protocolVersion"
 MAX_MESSAGE = 16 * 1024 * 1024  # one JSON-RPC message (a line) at most
@@ -46,22 +47,36 @@ NOT_TEXT = ("callwarden: the message holds a lone surrogate (such as \\ud800): n
             "no MCP server reads, so it is not passed on; send text")
 
 
+def load(line: bytes | str) -> Any:
+    """A JSON-RPC message read from JSON.
+
+    Raises:
+        ValueError: not JSON, or nested past what the JSON reader takes (its RecursionError).
+    """
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise ValueError("its values are nested too deeply") from None
+
+
 def not_text(value: Any) -> str | None:
-    """The first string in ``value`` (arguments read from JSON) that is not text: one holding
-    a lone surrogate, which no UTF-8 reader takes; None when every string is text."""
-    if isinstance(value, str):
-        if value.isascii():
-            return None
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return value
-        return None
-    if isinstance(value, Mapping):
-        return next((bad for k, v in value.items()
-                     if (bad := not_text(k) or not_text(v)) is not None), None)
-    if isinstance(value, list | tuple):
-        return next((bad for v in value if (bad := not_text(v)) is not None), None)
+    """A string in ``value`` (a message read from JSON) that is not text: one holding a lone
+    surrogate, which no UTF-8 reader takes; None when every string is text. Walked with a
+    stack of its own, so a message nested as deep as JSON allows is walked too."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode()
+                except UnicodeEncodeError:
+                    return item
+        elif isinstance(item, Mapping):
+            pending += item.keys()
+            pending += item.values()
+        elif isinstance(item, list | tuple):
+            pending += item
     return None
 
 
@@ -116,7 +131,7 @@ class ProcessUpstream:
                 yield None
                 continue
             try:
-                message = json.loads(line)
+                message = load(line)
             except ValueError:
                 yield None
                 continue
