@@ -257,7 +257,7 @@ class Guard:
             fast = self._engine.decide_fast(call, started, decision_id)
             decision = fast if fast is not None else drive(
                 self._engine.flow(call, started, decision_id))
-        return self._audited(decision)
+        return decision if self._auditor is None else self._audited(decision)
 
     def _audited(self, decision: Decision) -> Decision:
         """Records a decision; one the required audit could not record is refused (and lets

@@ -128,15 +128,20 @@ class ToolProfile:
         name = self.args.get(role)
         return (name,) if name is not None else ARG_ROLES.get(role, (role,))
 
-    def values(self, args: Mapping[str, Any], role: str) -> tuple[Any, ...]:
-        """Every value playing ``role`` in ``args``: each named argument that is present (a
-        dotted name reaches into a nested mapping), a list's items one by one."""
+    def role_names(self, role: str) -> tuple[tuple[str, ...], frozenset[str], bool]:
+        """The names of the arguments playing ``role`` (see ``arg_names``), their set, and
+        whether one is dotted; found once per role."""
         found = self._role_names.get(role)
         if found is None:
             names = self.arg_names(role)
             found = self._role_names[role] = (names, frozenset(names),
                                               any("." in name for name in names))
-        names, nameset, dotted = found
+        return found
+
+    def values(self, args: Mapping[str, Any], role: str) -> tuple[Any, ...]:
+        """Every value playing ``role`` in ``args``: each named argument that is present (a
+        dotted name reaches into a nested mapping), a list's items one by one."""
+        names, nameset, dotted = self._role_names.get(role) or self.role_names(role)
         if not dotted:
             # A call has a few arguments and a role many names: its arguments are looked up.
             present = None

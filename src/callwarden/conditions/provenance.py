@@ -28,6 +28,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from callwarden._profiles import ToolProfile
 from callwarden._units import parse_duration
 from callwarden.conditions.base import CompileEnv, ConfigError, Hit, Subject, register_condition
 from callwarden.conditions.roles import entities_module
@@ -44,7 +45,8 @@ class Untrusted:
     """``untrusted: [ROLE, ...]`` (or ``{ROLE: KIND}``): holds when a value of those roles
     came from untrusted tool output in this session and not from the user's request."""
 
-    __slots__ = ("_roles", "_values_of", "needs_roles", "reads_untrusted", "uses_facts")
+    __slots__ = ("_by_profile", "_found", "_roles", "_values_of", "needs_roles",
+                 "reads_untrusted", "uses_facts")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         hint = "e.g. untrusted: [url, recipient] (or {text: urls} for the links in a text)"
@@ -65,7 +67,13 @@ class Untrusted:
                 raise ConfigError(f"{role}: {kind!r} is not a kind remembered from output",
                                   key=role, hint="kinds: " + ", ".join(_KINDS))
         self._roles = tuple(roles)
+        # id(profile) -> (the profile, per role: its kind and the set of its argument names,
+        # None when one is dotted): a role none of whose arguments a call has is not read.
+        self._by_profile: dict[int, tuple[ToolProfile, tuple[_RoleArgs, ...]]] = {}
         self._values_of = entities_module().values_of
+        # kind -> {an argument's text: the values of that kind in it}: a call's URL or address
+        # is read once, not through values_of's own cache on every call.
+        self._found: dict[str, dict[str, frozenset[str]]] = {kind: {} for _, kind in roles}
         self.needs_roles = tuple(role for role, _ in roles)  # as RolesMatcher's
         self.uses_facts = self.reads_untrusted = True
 
@@ -74,12 +82,21 @@ class Untrusted:
         untrusted = facts.get("untrusted") if facts else None
         if not untrusted:
             return None
-        for role, kind in self._roles:
+        profile = subject.profile
+        known = self._by_profile.get(id(profile))
+        if known is None or known[0] is not profile:
+            known = self._profile_roles(profile)
+        args = subject.call.args
+        for role, kind, names in known[1]:
             tainted = untrusted.get(kind)
-            if not tainted:
+            if not tainted or (names is not None and names.isdisjoint(args)):
                 continue
+            known_values = self._found[kind]
             for value in subject.role_values(role):
-                found = self._values_of(kind, value if isinstance(value, str) else str(value))
+                text = value if type(value) is str else str(value)
+                found = known_values.get(text)
+                if found is None:
+                    found = self._read(known_values, kind, text)
                 if tainted.isdisjoint(found):
                     continue  # the usual case: nothing of this value came from outside
                 for item in sorted(found & tainted):
@@ -87,6 +104,29 @@ class Untrusted:
                         return Hit(f"{role} {item!r} came from untrusted content read in this "
                                    "session, not from the user's request", "untrusted.value")
         return None
+
+    def _read(self, known: dict[str, frozenset[str]], kind: str, text: str) -> frozenset[str]:
+        found = self._values_of(kind, text)
+        if len(text) <= _TEXT_KEPT:
+            if len(known) >= _TEXTS_KEPT:
+                known.clear()
+            known[text] = found
+        return found
+
+    def _profile_roles(self, profile: ToolProfile) -> tuple[ToolProfile, tuple[_RoleArgs, ...]]:
+        if len(self._by_profile) >= _PROFILES_KEPT:
+            self._by_profile.clear()
+        found = []
+        for role, kind in self._roles:
+            _, names, dotted = profile.role_names(role)
+            found.append((role, kind, None if dotted else names))
+        known = self._by_profile[id(profile)] = (profile, tuple(found))
+        return known
+
+
+_RoleArgs = tuple[str, str, frozenset[str] | None]
+_PROFILES_KEPT = 1024
+_TEXTS_KEPT, _TEXT_KEPT = 4096, 2048  # per kind: how many texts are kept, and how long
 
 
 def _requested(subject: Subject, kind: str, value: str) -> bool:

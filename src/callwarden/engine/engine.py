@@ -92,6 +92,7 @@ class Engine:
         "_default_effect",
         "_default_reasons",
         "_default_would",
+        "_driverless",
         "_history_by_tool",
         "_index",
         "_inline_journal",
@@ -103,6 +104,7 @@ class Engine:
         "_records_history",
         "_refusals",
         "_sealed",
+        "_timeout",
         "clock",
         "facts",
         "journal",
@@ -146,6 +148,11 @@ class Engine:
         #: Where calls with side effects are written before they run (exactly once).
         self.journal = Journal(journal or JournalSettings(), store, self.clock)
         self._inline_journal = never_blocks(self.journal.store)
+        # Whether a plan of this engine may be decided without a driver (decide_fast): no
+        # history to record, and facts (when read) from a store that never waits.
+        self._driverless = not self._records_history and (
+            not self.facts.reads or self._inline_store)
+        self._timeout = settings.timeout
         self._combiner = combiner or StrictestWins()
         self._index = RuleIndex(self.rules, [role for role, _ in self.facts.seen])
         self._plans = self._index._cache  # read directly on the hot path
@@ -271,18 +278,16 @@ class Engine:
         plan = self._plans.get(tool)
         if plan is None or plan.profile is not profile:
             plan = self._index.plan(profile)
-        if self._records_history or not (plan.fast or (plan.counted and self._inline_store)) \
-                or (self.facts.reads and not self._inline_store):
+        if not (self._driverless and (plan.fast or (plan.counted and self._inline_store))):
             return None
         named = call.call_id != decision_id  # a caller's id: a call the journal may hold
         if named and not self._inline_journal and self.journal.settings.enabled and (
                 plan.may_ask or self.settings.on_error is Effect.ASK
                 or self.journal.covers(call, profile, decision_id)):
             return None  # its journal entry is read (and written) through the driver
-        subject, deadline = Subject(call, profile), started + self.settings.timeout
+        subject, deadline = Subject(call, profile), started + self._timeout
         entries: list[Entry] = []
-        args = call.args
-        applicable, reads, keeps = plan.shape(args)
+        applicable, reads, keeps = plan.shape(call.args)
         if reads and self.facts.reads and \
                 (failed := self.facts.load_inline(self.store, subject, deadline)) is not None:
             entries.append(self._store_error(failed))
@@ -559,8 +564,13 @@ class Engine:
         """The validate phase: every rule sees the final arguments; verdicts go to ``entries``
         (``applicable``: the rules of the arguments' ``Plan.shape``, when known)."""
         call = subject.call
-        for rule in plan.validators if not plan.narrowed \
-                else plan.validators_for(current.args, applicable):
+        if not plan.narrowed:
+            rules: Sequence[Rule] = plan.validators
+        elif applicable is not None and not plan.by_value:
+            rules = applicable  # the rules of the arguments' names, no value index to add
+        else:
+            rules = plan.validators_for(current.args, applicable)
+        for rule in rules:
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue
             if rule.external:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
+from types import FunctionType
 from typing import Any
 
 from callwarden._call import FrozenDict, ToolCall, freeze
@@ -196,6 +197,7 @@ class Rule:
 
     __slots__ = (
         "_allow",
+        "_checks",
         "conditions",
         "dynamic",
         "effect",
@@ -242,6 +244,7 @@ class Rule:
         self.selector = selector or Selector()
         self.dynamic = self.selector.compile_dynamic()
         self.conditions = tuple(conditions)
+        self._checks = tuple(_direct(c) for _, c in self.conditions)
         self.message = message
         self.mode = mode
         self.on_error = on_error
@@ -280,7 +283,7 @@ class Rule:
 
     def applies(self, subject: Subject) -> bool:
         """True when every condition holds (used by limit rules). Exceptions propagate."""
-        return all(condition(subject) is not None for _, condition in self.conditions)
+        return all(check(subject) is not None for check in self._checks)
 
     def evaluate(self, subject: Subject) -> Verdict | None:
         """Evaluates the rule inline. Exceptions propagate: the engine applies ``on_error``."""
@@ -288,8 +291,8 @@ class Rule:
             return as_verdict(self.policy.evaluate(subject.call, subject))
         hit: Hit | None = None
         details: list[str] | None = None  # made once a condition holds (most never do)
-        for _key, condition in self.conditions:
-            hit = condition(subject)
+        for check in self._checks:
+            hit = check(subject)
             if hit is None:
                 return None
             if self._allow and hit.code.endswith(_UNCERTAIN):
@@ -321,6 +324,14 @@ class Rule:
                            args, "; ".join(details) or None)
         return tuple.__new__(Verdict, (self.effect, self.message, code, None,
                                        "; ".join(details) or None))
+
+
+def _direct(condition: Matcher) -> Callable[[Subject], Hit | None]:
+    """What calling ``condition`` runs: a matcher object's ``__call__`` as a bound method,
+    which the interpreter calls as it does a function (an object's ``__call__`` costs a
+    detour through the type's call slot on every call of every rule)."""
+    call = type(condition).__call__  # a condition is callable, so its type has one
+    return call.__get__(condition) if isinstance(call, FunctionType) else condition
 
 
 def union_of_tools(parts: Iterable[frozenset[str] | None]) -> frozenset[str] | None:

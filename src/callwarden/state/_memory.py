@@ -259,7 +259,8 @@ class MemoryStore(StateStore):
 
     def get_changed(self, key: str, known: StoredValue | None) -> StoredValue | None:
         """See :meth:`StateStore.get_changed`: an unchanged record is not decoded."""
-        check_key(key)
+        if type(key) is not str or not key:
+            check_key(key)
         # One dict lookup needs no lock (a write replaces the entry whole); an expired entry
         # is dropped under it.
         found = self._kv.get(key)
