@@ -543,6 +543,17 @@ def snapshot(tool: Any, args: Any, call_id: str, agent: str | None, session: str
         call_id, agent, session, principal, framework,
         time.time(),
         _EMPTY if context is None or (type(context) is dict and not context)
-        else freeze_args(context if type(context) is dict else parse_args(context), max_depth,
-                         deadline),
+        else _frozen_context(context, max_depth, deadline),
     ))
+
+
+def _frozen_context(context: Mapping[str, Any], max_depth: int,
+                    deadline: float | None) -> FrozenDict:
+    """A call's context, frozen: a flat dict of plain values (the user's request, a few ids)
+    is copied as it is."""
+    if type(context) is dict:
+        for key, value in context.items():
+            if type(value) not in _SCALAR_TYPES or type(key) is not str:
+                return freeze_args(context, max_depth, deadline)
+        return FrozenDict(context)
+    return freeze_args(parse_args(context), max_depth, deadline)

@@ -93,6 +93,39 @@ def test_which_outputs_are_untrusted_follows_the_profiles() -> None:
     assert effect(g, "web_fetch", session="c", url="https://evil.example/payload") == "ask"
 
 
+def test_every_argument_of_a_role_is_read_in_lists_nested_and_shared_names() -> None:
+    """A value is found whichever argument of its role holds it: a list's items, a nested
+    argument (a dotted name), an argument two roles share; the reason names the first one
+    in the policy's order of roles and the role's order of names."""
+    g = Guard.from_dict({"version": 1, "tools": {
+        "mail": {"roles": {"recipient": ["to", "cc", "meta.reply_to"], "url": ["link", "to"]}}},
+        "rules": [{"id": "r", "untrusted": {"recipient": "emails", "url": "urls",
+                                            "text": "domains"}, "effect": "ask"}]})
+    decision = g.check("web_fetch", {"url": "https://blog.example/"}, session="s1")
+    assert g.record_output(decision, "write boss@evil.example, ann@evil.example, see "
+                              "https://evil.example/x and https://evil.example/y")
+
+    def reason(**args: Any) -> str | None:
+        request = args.pop("request", None)
+        found = g.check("mail", args, session="s1", **({"request": request} if request else {}))
+        return found.reasons[0].message if found.effect.value == "ask" else None
+
+    assert reason(to=["me@corp.example", None, 7]) is None
+    assert "'boss@evil.example'" in str(reason(to=["me@corp.example", "Boss@Evil.example"]))
+    assert "recipient 'ann@evil.example'" in str(reason(cc="x@corp.example",
+                                                        to=["ann@evil.example"]))
+    assert "recipient 'boss@evil.example'" in str(reason(meta={"reply_to": "boss@evil.example"}))
+    assert reason(meta={"reply_to": "boss@evil.example"},
+                  request="reply to boss@evil.example") is None
+    # Named by the request, the first address is the user's; the second one is still found.
+    assert "'ann@evil.example'" in str(reason(
+        to=["boss@evil.example", "ann@evil.example"], request="cc boss@evil.example"))
+    assert "url 'https://evil.example/y'" in str(reason(link="https://evil.example/y"))
+    assert reason(link="https://evil.example/y", request="open https://evil.example/y") is None
+    assert "text 'evil.example'" in str(reason(text="evil.example", link=None))
+    assert reason(unrelated="boss@evil.example") is None
+
+
 def test_check_only_callers_record_outputs_themselves() -> None:
     g = guard()
     decision = g.check("web_fetch", {"url": "https://blog.example/"}, session="s1")

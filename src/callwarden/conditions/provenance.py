@@ -67,9 +67,8 @@ class Untrusted:
                 raise ConfigError(f"{role}: {kind!r} is not a kind remembered from output",
                                   key=role, hint="kinds: " + ", ".join(_KINDS))
         self._roles = tuple(roles)
-        # id(profile) -> (the profile, per role: its kind and the set of its argument names,
-        # None when one is dotted): a role none of whose arguments a call has is not read.
-        self._by_profile: dict[int, tuple[ToolProfile, tuple[_RoleArgs, ...]]] = {}
+        # id(profile) -> how its arguments are read (see _profile_roles)
+        self._by_profile: dict[int, _ProfileRoles] = {}
         self._values_of = entities_module().values_of
         # kind -> {an argument's text: the values of that kind in it}: a call's URL or address
         # is read once, not through values_of's own cache on every call.
@@ -86,19 +85,40 @@ class Untrusted:
         known = self._by_profile.get(id(profile))
         if known is None or known[0] is not profile:
             known = self._profile_roles(profile)
-        args = subject.call.args
-        for role, kind, names in known[1]:
-            tainted = untrusted.get(kind)
-            if not tainted or (names is not None and names.isdisjoint(args)):
+        # The call's arguments are walked once, each read as the roles it plays: most calls
+        # have a few arguments, none of whose values came from outside. A value that did is
+        # looked at again role by role, in the policy's order, for the hit to name.
+        by_name = known[1]
+        for name, value in subject.call.args.items():
+            plays = by_name.get(name)
+            if plays is None:
                 continue
-            known_values = self._found[kind]
+            for kind, texts in plays:
+                tainted = untrusted.get(kind)
+                if not tainted:
+                    continue
+                for item in value if isinstance(value, _SEQUENCES) else (value,):
+                    if item is None:
+                        continue
+                    text = item if type(item) is str else str(item)
+                    found = texts.get(text)
+                    if found is None:
+                        found = self._read(texts, kind, text)
+                    if not tainted.isdisjoint(found):
+                        return self._hit(subject, untrusted, known[2])
+        return self._hit(subject, untrusted, known[3]) if known[3] else None
+
+    def _hit(self, subject: Subject, untrusted: Mapping[str, Any],
+             roles: tuple[tuple[str, str], ...]) -> Hit | None:
+        """The first value of ``roles`` (role, kind) that came from untrusted output and not
+        from the user's request, as a hit."""
+        for role, kind in roles:
+            tainted = untrusted.get(kind)
+            if not tainted:
+                continue
             for value in subject.role_values(role):
                 text = value if type(value) is str else str(value)
-                found = known_values.get(text)
-                if found is None:
-                    found = self._read(known_values, kind, text)
-                if tainted.isdisjoint(found):
-                    continue  # the usual case: nothing of this value came from outside
+                found = self._found[kind].get(text) or self._read(self._found[kind], kind, text)
                 for item in sorted(found & tainted):
                     if not _requested(subject, kind, item):
                         return Hit(f"{role} {item!r} came from untrusted content read in this "
@@ -106,25 +126,39 @@ class Untrusted:
         return None
 
     def _read(self, known: dict[str, frozenset[str]], kind: str, text: str) -> frozenset[str]:
-        found = self._values_of(kind, text)
+        found: frozenset[str] = self._values_of(kind, text)
         if len(text) <= _TEXT_KEPT:
             if len(known) >= _TEXTS_KEPT:
                 known.clear()
             known[text] = found
         return found
 
-    def _profile_roles(self, profile: ToolProfile) -> tuple[ToolProfile, tuple[_RoleArgs, ...]]:
+    def _profile_roles(self, profile: ToolProfile) -> _ProfileRoles:
+        """How ``profile``'s arguments are read: argument name -> the kinds (and their kept
+        texts) of the roles it plays; every role; the roles one of whose names is dotted (a
+        value inside a nested argument, read role by role)."""
         if len(self._by_profile) >= _PROFILES_KEPT:
             self._by_profile.clear()
-        found = []
+        by_name: dict[str, list[tuple[str, dict[str, frozenset[str]]]]] = {}
+        dotted_roles = []
         for role, kind in self._roles:
-            _, names, dotted = profile.role_names(role)
-            found.append((role, kind, None if dotted else names))
-        known = self._by_profile[id(profile)] = (profile, tuple(found))
+            names, _, dotted = profile.role_names(role)
+            if dotted:
+                dotted_roles.append((role, kind))
+                continue
+            for name in names:
+                plays = by_name.setdefault(name, [])
+                if all(k != kind for k, _ in plays):
+                    plays.append((kind, self._found[kind]))
+        known = self._by_profile[id(profile)] = (
+            profile, {name: tuple(plays) for name, plays in by_name.items()}, self._roles,
+            tuple(dotted_roles))
         return known
 
 
-_RoleArgs = tuple[str, str, frozenset[str] | None]
+_ProfileRoles = tuple[ToolProfile, dict[str, tuple[tuple[str, dict[str, frozenset[str]]], ...]],
+                      tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+_SEQUENCES = (list, tuple)  # as ToolProfile.values: a list's items are read one by one
 _PROFILES_KEPT = 1024
 _TEXTS_KEPT, _TEXT_KEPT = 4096, 2048  # per kind: how many texts are kept, and how long
 

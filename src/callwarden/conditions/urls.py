@@ -152,8 +152,8 @@ class UrlMatcher:
 
     def __call__(self, subject: Subject) -> Hit | None:
         """Checks the tool's URL argument(s) and, with ``scan_text``, links in every string."""
-        value = subject.role("url")
         args = subject.call.args
+        value = subject.profile.get(args, "url")
         more = not _EXTRA_URL_SET.isdisjoint(args)
         if type(value) is str and not more and not self._scan_text:
             hit = self._cache.get(value, _UNSEEN)  # the usual call: one URL, seen before

@@ -95,13 +95,17 @@ class FactsUse:
                                              "reached"))
         cached = self._views.get(session)
         try:
-            found = store.get_changed(facts_key(session), cached[0] if cached else None)
+            if cached is None:
+                found = store.get_changed(facts_key(session), None)
+            else:
+                record = cached[0]
+                found = store.get_changed(record.key if record else facts_key(session), record)
+                if found is record is not None:  # unchanged (the usual case), inlined
+                    memo = subject.memo
+                    memo["facts"], memo["facts_record"] = cached[1], found
+                    return None
         except Exception as e:  # StoreUnavailable, or a store bug: both fail closed
             return StoreFailure(e)
-        if cached is not None and found is cached[0]:  # unchanged (the usual case), inlined
-            memo = subject.memo
-            memo["facts"], memo["facts_record"] = cached[1], found
-            return None
         return self._take(subject, session, found, cached)
 
     def _take(self, subject: Subject, session: str, found: Any,
