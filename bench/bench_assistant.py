@@ -8,8 +8,9 @@ Run: .venv/bin/python bench/bench_assistant.py
 Memory store (the default). The session is a realistic assistant's: 100 calls, most of them
 reads (the inbox, the calendar, search, web pages, files), the rest mails, invitations, shares,
 a payment and a booking. Prints, for each distinct call, the median µs of a warm decision (7
-runs of 500, taken in rounds of every call), then the median and the 90th percentile over the session's 100 calls (each call
-weighted by how often the session makes it), and the slowest call; the goal is a median <= 10 µs.
+runs of 500, taken in rounds of every call), then the median and the 90th percentile over the
+session's 100 calls (each call weighted by how often the session makes it), and the slowest
+call; the goal is a median <= 10 µs.
 
 On a shared machine whose speed varies from second to second, ``--instructions`` counts
 instead of timing: it runs the same decisions under valgrind's callgrind (Debian package
