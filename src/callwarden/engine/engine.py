@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,7 +32,7 @@ from callwarden.engine.rules import NameSet, Rule
 from callwarden.engine.steps import PolicyStep, StoreFailure, StoreStep, never_blocks
 from callwarden.engine.workers import Stuck
 from callwarden.exceptions import InvalidCall, InvalidResult
-from callwarden.state._base import Counter, HistoryEntry, LimitStore
+from callwarden.state._base import Counter, CounterState, HistoryEntry, LimitStore
 
 __all__ = ["Engine", "Settings"]
 _CARRIED = ("history", "facts", "facts_record")  # a rewrite's new Subject keeps these of the memo
@@ -448,15 +448,22 @@ class Engine:
             return (), []
         counters = step.args[0]
         # a rule counting per value (per recipient) says so once, however many it exceeds
-        exceeded = {id(r): (r, s, c) for r, s, c in zip(owners, states, counters, strict=True)
-                    if s.exceeded}
-        mode = self.settings.mode
-        entries.extend(limit_entry(rule, state, now, mode, counter)
-                       for rule, state, counter in exceeded.values())
-        commit = step.kwargs["commit"]
-        taken = [] if exceeded or not commit else [
-            c for r, c in zip(owners, counters, strict=True) if r.limit.kind == "concurrent"]
-        return budgets_of([r.id for r in owners], counters, states, commit), taken
+        exceeded: dict[int, tuple[Rule, CounterState, Counter]] | None = None
+        for rule, state, counter in zip(owners, states, counters, strict=True):
+            if state.exceeded:
+                if exceeded is None:
+                    exceeded = {}
+                exceeded[id(rule)] = (rule, state, counter)
+        taken: list[Counter] = []
+        if exceeded is not None:
+            mode = self.settings.mode
+            entries.extend(limit_entry(rule, state, now, mode, counter)
+                           for rule, state, counter in exceeded.values())
+        elif step.kwargs["commit"]:
+            for rule, counter in zip(owners, counters, strict=True):
+                if rule.limit.kind == "concurrent":
+                    taken.append(counter)
+        return budgets_of(owners, counters, states, step.kwargs["commit"]), taken
 
     def _let_go(self, slots: list[Counter]) -> StoreStep:
         """The store step that lets go of a call's slots of ``concurrent`` limits."""
@@ -477,10 +484,11 @@ class Engine:
 
     def _limit_counters(self, plan: Plan, call: ToolCall, subject: Subject,
                         current: ToolCall, member: str
-                        ) -> Iterator[tuple[Rule, Counter | Entry]]:
+                        ) -> list[tuple[Rule, Counter | Entry]]:
         """(rule, its counter for this call) for every limit rule that applies; a rule whose
         counter cannot be built (a missing or bad amount) comes with its error entry instead.
         ``member``: what holds the call's slots of ``concurrent`` limits."""
+        found: list[tuple[Rule, Counter | Entry]] = []
         for rule in plan.limits:
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue
@@ -489,10 +497,12 @@ class Engine:
                     continue
                 counters = rule.limit.counters(rule.id, current, subject.profile, member)
             except Exception as e:
-                yield rule, Entry(rule.id, rule.source, self.error_verdict(rule, e),
-                                  Mode.ENFORCE, rule.order)
+                found.append((rule, Entry(rule.id, rule.source, self.error_verdict(rule, e),
+                                          Mode.ENFORCE, rule.order)))
                 continue
-            yield from ((rule, counter) for counter in counters)
+            for counter in counters:
+                found.append((rule, counter))
+        return found
 
     def _history_options(self, plan: Plan, deadline: float) -> dict[str, Any]:
         """The history read's options: the deadline, and the tools the rules read when
@@ -533,6 +543,9 @@ class Engine:
 
     def _effect_of(self, entries: list[Entry], profile: ToolProfile, modified: bool) -> Effect:
         """The effect ``_decide`` gives these entries (before the deadline check)."""
+        if not entries and profile.requires_approval is None:
+            return Effect.MODIFY if modified and self._default_effect is Effect.ALLOW \
+                else self._default_effect
         if profile.requires_approval is not None:
             entries = self._apply_profile_approval(profile, entries)
         chosen = self._combiner.select(

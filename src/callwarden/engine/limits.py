@@ -40,9 +40,10 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from operator import attrgetter
+from typing import Any, Protocol
 
 from callwarden._call import ToolCall
 from callwarden._decision import Budget, Verdict
@@ -91,6 +92,19 @@ class LimitSpec:
     # Counters of one weight are the same for the same rule and fields: kept, not rebuilt.
     _counters: dict[tuple[Any, ...], Counter] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    # ``per`` read once: the call's fields a kept counter is found by (None: when it is not
+    # kept, or for a global limit), the roles and arguments counted per value.
+    _fields_of: Callable[[ToolCall], Any] | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False)
+    _valued_per: tuple[str, ...] = field(
+        default=(), init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        fields = [name for name in self.per if name in PER_FIELDS]
+        object.__setattr__(self, "_valued_per",
+                           tuple(name for name in self.per if name not in PER_FIELDS))
+        if fields and self.weight_path is None and "args" not in fields:
+            object.__setattr__(self, "_fields_of", attrgetter(*fields))
 
     @classmethod
     def parse(cls, config: Any) -> LimitSpec:
@@ -171,7 +185,7 @@ class LimitSpec:
                 fan-out (refused, never counted partly), and for a ``concurrent`` limit
                 without a ``member``.
         """
-        valued = [name for name in self.per if name not in PER_FIELDS]
+        valued = self._valued_per
         if not valued:
             found = [self.counter(rule_id, call)]
         else:
@@ -238,7 +252,8 @@ class LimitSpec:
         """
         kept = None
         if self.weight_path is None and "args" not in self.per:  # (roles: keyed in counters())
-            kept = (rule_id, *(getattr(call, name) for name in self.per if name in PER_FIELDS))
+            fields_of = self._fields_of
+            kept = (rule_id,) if fields_of is None else (rule_id, fields_of(call))
             counter = self._counters.get(kept)
             if counter is not None:
                 return counter
@@ -422,22 +437,38 @@ def limit_entry(rule: Any, state: CounterState, now: float, mode: Any,
                  rule.mode or mode, rule.order)
 
 
-def budgets_of(rule_ids: Sequence[str], counters: Sequence[Counter],
+def budgets_of(rules: Sequence[_Named], counters: Sequence[Counter],
                states: Sequence[CounterState], commit: bool) -> tuple[Budget, ...]:
-    """What each limit rule has left after a call: its counters' states as the store found
-    them, plus this call's weight where the store counted it (``commit``: the decision let
-    it through, then only when no limit was exceeded; an attempt cap counts every call; a
-    call in flight weighs its slot, a fan-out the values it brings). A rule counting per value
-    (several counters) reports its tightest."""
-    counted = commit and not any(state.exceeded for state in states)
+    """What each limit rule (``rules``: each counter's, by its ``id``) has left after a call:
+    its counters' states as the store found them, plus this call's weight where the store
+    counted it (``commit``: the decision let it through, then only when no limit was
+    exceeded; an attempt cap counts every call; a call in flight weighs its slot, a fan-out
+    the values it brings). A rule counting per value (several counters) reports its
+    tightest."""
+    counted = commit
+    for state in states:
+        if state.exceeded:
+            counted = False
+            break
     tightest: dict[str, Budget] = {}
-    for rule_id, counter, state in zip(rule_ids, counters, states, strict=True):
+    for rule, counter, state in zip(rules, counters, states, strict=True):
         used = state.used + (counter.cost if counted or counter.always else 0.0)
-        budget = Budget(rule_id, counter.limit, used, max(0.0, counter.limit - used),
-                        state.reset_at)
-        if rule_id not in tightest or budget.remaining < tightest[rule_id].remaining:
-            tightest[rule_id] = budget
+        budget = _new(Budget, (rule.id, counter.limit, used, max(0.0, counter.limit - used),
+                               state.reset_at))
+        found = tightest.get(rule.id)
+        if found is None or budget.remaining < found.remaining:
+            tightest[rule.id] = budget
     return tuple(tightest.values())
+
+
+class _Named(Protocol):
+    """A limit rule, as ``budgets_of`` reads it."""
+
+    @property
+    def id(self) -> str: ...
+
+
+_new = tuple.__new__  # a NamedTuple's generated __new__ is a Python call; this is not
 
 
 def describe_exceeded(rule_id: str, spec: LimitSpec, state: CounterState, *,

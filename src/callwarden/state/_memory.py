@@ -33,6 +33,8 @@ from callwarden.state._history import HistoryTally, SessionHistory
 
 __all__ = ["MemoryStore"]
 
+_new = tuple.__new__
+
 
 class _Series:
     """The usage under one key: its total and, for a window, ``(expires_at, weight)`` entries
@@ -118,10 +120,16 @@ class MemoryStore(StateStore):
         with self._lock:
             if deadline is not None and _perf() > deadline:
                 raise StoreUnavailable("the deadline passed before the store was reached")
-            self._maybe_sweep(now)
-            found = [self._peek_members(counter, now) if counter.members
-                     else self._peek(counter, now) for counter in counters]
-            allowed = commit and not any(hit for _, _, hit, _ in found)
+            if self._next_sweep is None or now >= self._next_sweep:
+                self._sweep(now)
+            found = []
+            allowed = commit
+            for counter in counters:
+                peeked = self._peek_members(counter, now) if counter.members \
+                    else self._peek(counter, now)
+                if peeked[2]:
+                    allowed = False
+                found.append(peeked)
             states = []
             for counter, (series, used, hit, last_at) in zip(counters, found, strict=True):
                 if counter.members:
@@ -150,13 +158,14 @@ class MemoryStore(StateStore):
         series = self._series.get(counter.key)
         if series is None:
             return None, 0.0, exceeds(0.0, counter.weight, counter.limit), None
-        series.prune(now)
-        series.used = now
         entries = series.entries
+        if entries:
+            series.prune(now)
+        series.used = now
         last_at = entries[-1][0] - counter.window if entries and counter.window else None
         total = series.total
         return series, total, exceeds(total, counter.weight, counter.limit) or (
-            spaced_out(counter, total, last_at, now)), last_at
+            bool(counter.spacing) and spaced_out(counter, total, last_at, now)), last_at
 
     def _peek_members(self, counter: Counter, now: float
                       ) -> tuple[Any, float, bool, float | None]:
@@ -372,8 +381,10 @@ class MemoryStore(StateStore):
             self._kv.clear()
 
     def _maybe_sweep(self, now: float) -> None:
-        if self._next_sweep is not None and now < self._next_sweep:
-            return
+        if self._next_sweep is None or now >= self._next_sweep:
+            self._sweep(now)
+
+    def _sweep(self, now: float) -> None:
         self._next_sweep = now + self._sweep_every
         idle_cutoff = None if self._idle_ttl is None else now - self._idle_ttl
         for key, series in list(self._series.items()):
@@ -396,8 +407,8 @@ class MemoryStore(StateStore):
 
 def _state(counter: Counter, series: _Series | None, used: float, hit: bool,
            last_at: float | None, now: float, added: bool) -> CounterState:
-    if not hit:
-        return CounterState(used, False, None, last_at)
+    if not hit:  # the usual case: built without the named tuple's __new__ (a Python call)
+        return _new(CounterState, (used, False, None, last_at))
     reset_at = None
     if series is not None and series.entries is not None \
             and exceeds(series.total, counter.weight, counter.limit):
