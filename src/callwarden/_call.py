@@ -290,7 +290,16 @@ def json_safe(value: Any, *, max_depth: int = 100) -> Any:
     subclasses of str, int and float are read through their base types. A call's snapshot
     holds nothing else, so rendering a decision runs no argument object's own code.
     """
+    if type(value) is FrozenDict:  # a call's arguments: as a rule a few strings
+        for key, item in dict.items(value):
+            if type(key) is not str or type(item) not in _TEXTS:
+                break
+        else:
+            return dict(value)
     return _safe(value, 0, max_depth)
+
+
+_TEXTS = frozenset({str, bool, type(None)})  # JSON as they are, whatever their value
 
 
 def _safe(value: Any, depth: int, max_depth: int) -> Any:

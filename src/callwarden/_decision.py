@@ -26,12 +26,15 @@ class Effect(StrEnum):
     """Rank used to combine verdicts: the strictest effect wins."""
     allows: bool
     """True for the effects that let the tool run (allow, modify)."""
+    text: str
+    """The value as a plain ``str`` (for JSON)."""
 
 
 for _member, _rank in ((Effect.ALLOW, 0), (Effect.MODIFY, 0), (Effect.ASK, 1), (Effect.DENY, 2),
                        (Effect.HALT, 3)):
     _member.strictness = _rank
     _member.allows = _rank == 0
+    _member.text = str.__str__(_member)
 
 
 class Mode(StrEnum):
@@ -39,6 +42,13 @@ class Mode(StrEnum):
 
     ENFORCE = "enforce"
     OBSERVE = "observe"
+
+    text: str  # set below, as Effect's
+    """The value as a plain ``str`` (for JSON)."""
+
+
+for _mode in Mode:
+    _mode.text = str.__str__(_mode)
 
 
 class Phase(StrEnum):
@@ -264,31 +274,33 @@ class Decision(NamedTuple):
         call = self.call.to_dict()
         return {
             "decision_id": self.decision_id,
-            "effect": self.effect.value,
-            "would_effect": self.would_effect.value if self.would_effect else None,
-            "mode": self.mode.value,
+            "effect": self.effect.text,
+            "would_effect": self.would_effect.text if self.would_effect else None,
+            "mode": self.mode.text,
             "rule": self.rule,
             "source": self.source,
             "message": self.message,
+            # (an empty one without a comprehension: each is a function call of its own)
             "reasons": [
                 {"code": r.code, "message": r.message, "rule": r.rule} for r in self.reasons
-            ],
+            ] if self.reasons else [],
             "matched": [
                 {
                     "rule": m.rule,
                     "source": m.source,
-                    "effect": m.effect.value,
-                    "mode": m.mode.value,
+                    "effect": m.effect.text,
+                    "mode": m.mode.text,
                     "code": m.code,
                     "detail": m.detail,
                 }
                 for m in self.matched
-            ],
+            ] if self.matched else [],
             "call": call,
             "args": call["args"] if self.args is self.call.args else json_safe(self.args),
-            "elapsed_us": round(self.elapsed * 1e6, 1),
+            "elapsed_us": round(self.elapsed * 1e7) / 10,  # (round(x, 1) costs more)
             "policy": self.policy,
-            "budgets": [dict(zip(_BUDGET_FIELDS, b, strict=True)) for b in self.budgets],
+            "budgets": [dict(zip(_BUDGET_FIELDS, b, strict=True)) for b in self.budgets]
+            if self.budgets else [],
         }
 
 

@@ -448,14 +448,12 @@ class Engine:
             return (), []
         counters = step.args[0]
         # a rule counting per value (per recipient) says so once, however many it exceeds
-        exceeded: dict[int, tuple[Rule, CounterState, Counter]] | None = None
+        exceeded: dict[int, tuple[Rule, CounterState, Counter]] = {}
         for rule, state, counter in zip(owners, states, counters, strict=True):
             if state.exceeded:
-                if exceeded is None:
-                    exceeded = {}
                 exceeded[id(rule)] = (rule, state, counter)
         taken: list[Counter] = []
-        if exceeded is not None:
+        if exceeded:
             mode = self.settings.mode
             entries.extend(limit_entry(rule, state, now, mode, counter)
                            for rule, state, counter in exceeded.values())

@@ -44,6 +44,7 @@ from callwarden.state._redis_scripts import (
     Script,
     call_token,
     command_within,
+    counter_tail,
     parse_consume,
     remaining,
 )
@@ -111,6 +112,7 @@ class RedisStore(StateStore):
         "_client",
         "_history_ttl_ms",
         "_idle_ttl_ms",
+        "_layouts",
         "_link",
         "_max_connections",
         "_pipe",
@@ -148,6 +150,7 @@ class RedisStore(StateStore):
         self._history_ttl_ms = _ms(history_ttl)
         self._idle_ttl_ms = _ms(idle_ttl)
         self._tags: dict[str, tuple[str, int]] = {}
+        self._layouts: dict[int, _Layout] = {}
         self._link: ClusterLink | None = None
         self._aclient: redis.asyncio.Redis | None = None
         self._aloop: asyncio.AbstractEventLoop | None = None
@@ -260,7 +263,7 @@ class RedisStore(StateStore):
         """The consume script's keys and arguments, and the slot of all its keys (``None``
         when they are in several: a cluster then runs it slot by slot)."""
         keys: list[str] = []
-        args = [repr(float(now)), "1" if commit else "0", call_token(), repr(TOLERANCE),
+        args = [repr(float(now)), "1" if commit else "0", call_token(), _TOLERANCE,
                 _TTL_MARGIN, self._idle_ttl_ms, str(len(counters))]
         if record is None:
             args += ("0", "", "", "", "")
@@ -271,30 +274,37 @@ class RedisStore(StateStore):
             ranks = record.if_exceeded
             slot = self._tag(record.session)[1]
         for i, c in enumerate(counters):
-            tag, counter_slot = self._tag(c.key if c.shard is None else c.shard)
+            layout = self._layouts.get(id(c))
+            if layout is None or layout[0] is not c:
+                layout = self._layout(c)
+            _, counter_slot, counter_keys, fixed, tail = layout
             if slot != counter_slot:
                 slot = counter_slot if slot == -1 else -2
-            if c.window is None:
-                total = f"{self._prefix}t:{tag}:{c.key}"
-                keys += (total, total)
-                window = expires = ""
-            elif c.members:
-                held = f"{self._prefix}m:{tag}:{c.key}"
-                keys += (held, held)
-                window, expires = repr(float(c.window)), repr(now + c.window)
-            else:
-                keys += (f"{self._prefix}w:{tag}:{c.key}", f"{self._prefix}s:{tag}:{c.key}")
-                window, expires = repr(float(c.window)), repr(now + c.window)
-            args += (repr(float(c.limit)), window, repr(float(c.weight)), "1" if c.always else "0")
+            keys += counter_keys
+            args += fixed
+            expires = "" if c.window is None else repr(now + c.window)
             alternative = ranks[i] if i < len(ranks) else None
             if alternative is None:
                 args += (expires, "", "")
             else:
                 args += (expires, repr(float(alternative[0])), alternative[1])
-            args += _tail(c)
+            args += tail
         if record is not None:
             keys.append(self._history_key(record.session))
         return keys, args, slot if slot >= 0 else None
+
+    def _layout(self, c: Counter) -> _Layout:
+        """What the consume script takes of a counter whatever the time (see ``_Layout``),
+        kept for a counter without members (a limit's counters are kept and used again)."""
+        window = "" if c.window is None else repr(float(c.window))
+        layout = (c, self._tag(c.key if c.shard is None else c.shard)[1], self._counter_keys(c),
+                  (repr(float(c.limit)), window, repr(float(c.weight)), "1" if c.always else "0"),
+                  counter_tail(c))
+        if not c.members:
+            if len(self._layouts) >= _TAGS_KEPT:
+                self._layouts.clear()  # (as the tags)
+            self._layouts[id(c)] = layout
+        return layout
 
     def _consumption(self, counters: Sequence[Counter], now: float,
                      record: HistoryEntry | None) -> Consumption:
@@ -308,7 +318,7 @@ class RedisStore(StateStore):
                 repr(float(c.window)), repr(now + c.window))
             bodies.append((repr(float(c.limit)), window, repr(float(c.weight)),
                            "1" if c.always else "0", expires))
-        tails = [_tail(c) for c in counters]
+        tails = [counter_tail(c) for c in counters]
         session = "" if record is None else record.session
         history = self._history_key(session)
         head = (repr(float(now)), call_token(), repr(TOLERANCE), _TTL_MARGIN,
@@ -703,15 +713,9 @@ def _ms(seconds: float | None) -> str:
     return str(max(1, math.ceil(seconds * 1000)))
 
 
-_NO_TAIL = ("0", "0")  # no spacing, no members: most counters
-
-
-def _tail(counter: Counter) -> tuple[str, ...]:
-    """The consume script's last arguments of a counter: its spacings and its members."""
-    if not counter.spacing and not counter.members:
-        return _NO_TAIL
-    return (str(len(counter.spacing)), *(repr(float(d)) for d in counter.spacing),
-            str(len(counter.members)), *counter.members)
+_TOLERANCE = repr(TOLERANCE)
+# A counter, its slot, its keys, its limit, window, weight and always, its tail (_layout).
+_Layout = tuple[Counter, int, tuple[str, str], tuple[str, str, str, str], tuple[str, ...]]
 
 
 _SCALARS = ("n", "first", "last", "tool")

@@ -17,7 +17,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from callwarden.state._base import Counter, CounterState, StoreUnavailable, spaced_reset
 from callwarden.state._redis_deadline import until
 
-__all__ = ["Script", "call_token", "command_within", "commands_within", "consume",
+__all__ = ["Script", "call_token", "command_within", "commands_within", "consume", "counter_tail",
            "fresh_members", "get_changed", "parse_consume", "record", "refund", "release",
            "remaining", "set_value"]
 
@@ -39,6 +39,16 @@ def _reseed_tokens() -> None:
 
 
 os.register_at_fork(after_in_child=_reseed_tokens)  # a child counts from a prefix of its own
+
+_NO_TAIL = ("0", "0")  # no spacing, no members: most counters
+
+
+def counter_tail(counter: Counter) -> tuple[str, ...]:
+    """The consume script's last arguments of a counter: its spacings and its members."""
+    if not counter.spacing and not counter.members:
+        return _NO_TAIL
+    return (str(len(counter.spacing)), *(repr(float(d)) for d in counter.spacing),
+            str(len(counter.members)), *counter.members)
 
 # KEYS: two per counter, the entries ZSET and its running total (both the total for a counter
 # without a window, both the members ZSET for a counter with members), then the session's
