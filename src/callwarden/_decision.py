@@ -297,11 +297,19 @@ class Decision(NamedTuple):
             ] if self.matched else [],
             "call": call,
             "args": call["args"] if self.args is self.call.args else json_safe(self.args),
-            "elapsed_us": round(self.elapsed * 1e7) / 10,  # (round(x, 1) costs more)
+            "elapsed_us": _tenths(self.elapsed * 1e6),
             "policy": self.policy,
             "budgets": [dict(zip(_BUDGET_FIELDS, b, strict=True)) for b in self.budgets]
             if self.budgets else [],
         }
+
+
+def _tenths(value: float) -> float:
+    """``round(value, 1)``, without its conversion to text (for a finite value)."""
+    try:
+        return round(value * 10) / 10
+    except (ValueError, OverflowError):  # NaN or infinity: as round(value, 1) has it
+        return value
 
 
 def _budgets(raw: Any) -> tuple[Budget, ...]:

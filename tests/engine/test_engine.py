@@ -198,6 +198,25 @@ def test_decision_has_id_time_and_json_form() -> None:
     assert data["call"]["args"] == {"a": "x"}
 
 
+@pytest.mark.parametrize("elapsed", [0.0, 1.25e-6, 2.35e-6, 0.0123449, 1e300, float("inf"),
+                                     float("nan"), -3.3e-6])
+def test_the_json_form_holds_plain_values_and_elapsed_to_a_tenth_of_a_microsecond(
+        elapsed: float) -> None:
+    g = guard(rule("watch", "deny", mode="observe"))
+    d = g.check("t", {"a": "x", "n": 7, "f": 1.5, "ok": None, "list": ["a"]})._replace(
+        elapsed=elapsed)
+    data = d.to_dict()
+    for key, value in [("effect", "allow"), ("would_effect", "deny"), ("mode", "enforce")]:
+        assert type(data[key]) is str and data[key] == value
+    assert [(type(m["effect"]), m["effect"], type(m["mode"]), m["mode"])
+            for m in data["matched"]] == [(str, "deny", str, "observe")]
+    assert data["args"] == {"a": "x", "n": 7, "f": 1.5, "ok": None, "list": ["a"]}
+    assert type(data["args"]) is dict and type(data["args"]["list"]) is list
+    expected = round(elapsed * 1e6, 1)
+    assert data["elapsed_us"] == expected or (expected != expected and data["elapsed_us"]
+                                              != data["elapsed_us"])
+
+
 def test_deny_without_message_tells_the_model_what_happened_and_what_to_do() -> None:
     d = guard(rule("no-prod", "deny", args={"env": "prod"})).check("t", {"env": "prod"})
     assert "no-prod" in d.message
