@@ -105,8 +105,8 @@ class Untrusted:
                     if found is None:
                         found = self._read(texts, kind, text)
                     if not tainted.isdisjoint(found):
-                        return self._hit(subject, untrusted, known[2])
-        return self._hit(subject, untrusted, known[3]) if known[3] else None
+                        return self._hit(subject, untrusted, self._roles)
+        return self._hit(subject, untrusted, known[2]) if known[2] else None
 
     def _hit(self, subject: Subject, untrusted: Mapping[str, Any],
              roles: tuple[tuple[str, str], ...]) -> Hit | None:
@@ -135,8 +135,8 @@ class Untrusted:
 
     def _profile_roles(self, profile: ToolProfile) -> _ProfileRoles:
         """How ``profile``'s arguments are read: argument name -> the kinds (and their kept
-        texts) of the roles it plays; every role; the roles one of whose names is dotted (a
-        value inside a nested argument, read role by role)."""
+        texts) of the roles it plays; the roles one of whose names is dotted (a value inside a
+        nested argument, read role by role)."""
         if len(self._by_profile) >= _PROFILES_KEPT:
             self._by_profile.clear()
         by_name: dict[str, list[tuple[str, dict[str, frozenset[str]]]]] = {}
@@ -151,13 +151,12 @@ class Untrusted:
                 if all(k != kind for k, _ in plays):
                     plays.append((kind, self._found[kind]))
         known = self._by_profile[id(profile)] = (
-            profile, {name: tuple(plays) for name, plays in by_name.items()}, self._roles,
-            tuple(dotted_roles))
+            profile, {name: tuple(plays) for name, plays in by_name.items()}, tuple(dotted_roles))
         return known
 
 
 _ProfileRoles = tuple[ToolProfile, dict[str, tuple[tuple[str, dict[str, frozenset[str]]], ...]],
-                      tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+                      tuple[tuple[str, str], ...]]
 _SEQUENCES = (list, tuple)  # as ToolProfile.values: a list's items are read one by one
 _PROFILES_KEPT = 1024
 _TEXTS_KEPT, _TEXT_KEPT = 4096, 2048  # per kind: how many texts are kept, and how long

@@ -88,8 +88,7 @@ def count_approved(engine: Engine, decision: Decision) -> Flow[Decision]:
             entry = limit_entry(rule, state, now, engine.settings.mode, counter)
             refusal = entry.verdict._replace(effect=_refusal(rule))
             return _refuse_approved(decision, entry._replace(verdict=refusal))
-    return decision._replace(budgets=budgets_of(owners, counters, states,
-                                                True))
+    return decision._replace(budgets=budgets_of(owners, counters, states, True))
 
 def _refuse_approved(decision: Decision, entry: Entry) -> Decision:
     verdict = entry.verdict

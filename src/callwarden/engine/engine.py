@@ -541,15 +541,15 @@ class Engine:
 
     def _effect_of(self, entries: list[Entry], profile: ToolProfile, modified: bool) -> Effect:
         """The effect ``_decide`` gives these entries (before the deadline check)."""
-        if not entries and profile.requires_approval is None:
-            return Effect.MODIFY if modified and self._default_effect is Effect.ALLOW \
-                else self._default_effect
-        if profile.requires_approval is not None:
-            entries = self._apply_profile_approval(profile, entries)
-        chosen = self._combiner.select(
-            [e for e in entries if _decides(e) and e.mode is Mode.ENFORCE])
-        effect = chosen.verdict.effect if chosen is not None else self._default_effect
-        return Effect.MODIFY if effect is Effect.ALLOW and modified else effect
+        effect = self._default_effect  # when nothing decides (no entries: the usual case)
+        if entries or profile.requires_approval is not None:
+            if profile.requires_approval is not None:
+                entries = self._apply_profile_approval(profile, entries)
+            chosen = self._combiner.select(
+                [e for e in entries if _decides(e) and e.mode is Mode.ENFORCE])
+            if chosen is not None:
+                effect = chosen.verdict.effect
+        return Effect.MODIFY if modified and effect is Effect.ALLOW else effect
 
     def count_approved(self, decision: Decision) -> Flow[Decision]:
         """Counts a call a person approved (or a remembered grant allowed) against its limits

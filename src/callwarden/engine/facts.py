@@ -97,10 +97,10 @@ class FactsUse:
         try:
             if cached is None:
                 found = store.get_changed(facts_key(session), None)
-            else:
+            else:  # a kept record (never None: see _take), asked for under its own key
                 record = cached[0]
-                found = store.get_changed(record.key if record else facts_key(session), record)
-                if found is record is not None:  # unchanged (the usual case), inlined
+                found = store.get_changed(record.key, record)
+                if found is record:  # unchanged (the usual case), inlined
                     memo = subject.memo
                     memo["facts"], memo["facts_record"] = cached[1], found
                     return None

@@ -120,8 +120,7 @@ class MemoryStore(StateStore):
         with self._lock:
             if deadline is not None and _perf() > deadline:
                 raise StoreUnavailable("the deadline passed before the store was reached")
-            if self._next_sweep is None or now >= self._next_sweep:
-                self._sweep(now)
+            self._maybe_sweep(now)
             found = []
             allowed = commit
             for counter in counters:
