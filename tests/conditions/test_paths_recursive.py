@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from callwarden._call import ToolCall
-from callwarden._profiles import default_profile
+from callwarden._profiles import ToolProfile, default_profile
 from callwarden.conditions.base import Subject
 from callwarden.conditions.paths import PathMatcher
 
@@ -76,3 +76,20 @@ def test_per_thread_proc_files_are_sensitive(tmp_path: Path, path: str) -> None:
 
 def test_proc_status_is_not_sensitive(tmp_path: Path) -> None:
     assert sensitive(tmp_path).check_path("/proc/self/status") is None
+
+
+@pytest.mark.parametrize(("args", "declared", "hit"), [
+    ({"path": ROOT, "include": "**/.env"}, None, True),
+    ({"path": ROOT, "file_glob": "**/.env"}, None, True),
+    ({"path": ROOT, "query": "password"}, None, False),  # a content search of the project
+    ({"path": HOME, "regex": "password"}, None, True),
+    ({"path": ROOT, "selector": "**/.env"}, "selector", True),
+    ({"path": ROOT, "file_glob": "**/.env"}, "selector", False),  # the declared name is it
+    ({"path": ROOT}, None, False),
+])
+def test_a_read_is_a_search_by_any_name_its_glob_or_pattern_may_have(
+        tmp_path: Path, args: dict[str, str], declared: str | None, hit: bool) -> None:
+    profile = ToolProfile("read_many", kind="file.read",
+                          args={"path": "path", **({"glob": declared} if declared else {})})
+    found = sensitive(tmp_path)(Subject(ToolCall("read_many", args), profile))
+    assert (found is not None) is hit, found

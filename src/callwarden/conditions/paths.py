@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from callwarden._profiles import SideEffect, ToolProfile
+from callwarden._profiles import ARG_ROLES, SideEffect, ToolProfile
 from callwarden.analysis.globs import (
     GlobTable,
     compile_glob,
@@ -85,9 +85,9 @@ class PathMatcher:
     ``path.outside_root`` or ``path.invalid``.
     """
 
-    __slots__ = ("_args", "_cache", "_canon", "_case", "_deny", "_fs_root", "_glob_dot",
-                 "_read_roots", "_resolve", "_roots", "_sensitive", "_sensitive_anchored",
-                 "_tree", "_tree_cache")
+    __slots__ = ("_arg_set", "_args", "_cache", "_canon", "_case", "_deny", "_fs_root",
+                 "_glob_dot", "_memo_head", "_read_roots", "_resolve", "_roots", "_sensitive",
+                 "_sensitive_anchored", "_tree", "_tree_cache")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         env = env or CompileEnv()
@@ -126,12 +126,15 @@ class PathMatcher:
         home = _opt_str(config, "home") or str(env.options.get("home") or os.path.expanduser("~"))
         fs_root = _opt_str(config, "fs_root")
         self._fs_root = lexical_abs(fs_root, str(env.base_dir)) if fs_root else None
+        # The per-call memo's key for where a path really leads is this and the path.
+        self._memo_head = "callwarden.paths.physical:" + (self._fs_root or "") + ":"
         self._canon = PathCanonicalizer(root=root, home=home,
                                         passwd=config_bool(config, "passwd", False))
         args = config_str_list(config, "args", example="'~/.ssh/**'")
         # Extra path arguments by their order: a call's few arguments are looked up in it.
         self._args: dict[str, int] = {name: i for i, name in enumerate(
             tuple(args) if args is not None else _EXTRA_PATH_ARGS)}
+        self._arg_set = frozenset(self._args)
         self._deny = self._globset(deny or [], "deny", any_home=False)
         self._sensitive = (self._globset(load_sensitive_globs(), "sensitive", any_home=True)
                            if sensitive else None)
@@ -222,9 +225,10 @@ class PathMatcher:
         args = subject.call.args
         profile = subject.profile
         memo = subject.memo
-        value, write, search = _request(subject)
+        value, write, search = memo.get(_REQUEST) or _request(subject)
         if value is not None:
-            hit = self._check_value(value, write, memo, strict=True)
+            hit = self.check_path(value, write=write, memo=memo) if type(value) is str \
+                else self._check_value(value, write, memo, strict=True)
             if hit is not None:
                 return hit
         if search is not None:
@@ -238,6 +242,8 @@ class PathMatcher:
             hit = self._check_patch(args, memo)
             if hit is not None:
                 return hit
+        if self._arg_set.isdisjoint(args):
+            return None  # no extra path argument (the common case, kept short)
         names = [name for name in args if name in self._args]
         if len(names) > 1:
             names.sort(key=self._args.__getitem__)
@@ -372,9 +378,10 @@ class PathMatcher:
     def _check_physical(self, canon: CanonicalPath, write: bool,
                         memo: dict[str, Any] | None) -> Hit | None:
         nocase = self._case or canon.nocase
-        for joined in canon.joined[:2]:
+        joined_forms = canon.joined
+        for joined in joined_forms if len(joined_forms) < 3 else joined_forms[:2]:
             src = literal_prefix(joined) if canon.is_glob else joined
-            key = "callwarden.paths.physical:" + (self._fs_root or "") + ":" + src
+            key = self._memo_head + src
             if memo is not None and key in memo:
                 real = memo[key]
             else:
@@ -513,7 +520,7 @@ def _request(subject: Subject) -> tuple[Any, bool, tuple[str, str] | None]:
         args = subject.call.args
         value = subject.role("path")
         search = None
-        if profile.kind == "file.read":
+        if profile.kind == "file.read" and _may_search(profile, args):
             base = value if isinstance(value, str) and value else "."
             glob = profile.get(args, "glob")
             if isinstance(glob, str) and glob:
@@ -523,6 +530,21 @@ def _request(subject: Subject) -> tuple[Any, bool, tuple[str, str] | None]:
                 search = ("tree", base)
         found = subject.memo[_REQUEST] = (value, _is_write(profile), search)
     return found
+
+
+def _may_search(profile: ToolProfile, args: Mapping[str, Any]) -> bool:
+    """Whether a read's arguments can make it a search: one holds its glob (the names
+    ``profile.get`` reads for the role) or a content-search pattern."""
+    declared = profile.args.get("glob")
+    if declared is not None and declared in args:
+        return True
+    if declared is None and not _GLOB_NAMES.isdisjoint(args):
+        return True
+    return not _SEARCH_NAMES.isdisjoint(args)
+
+
+_GLOB_NAMES = frozenset(ARG_ROLES.get("glob", ("glob",)))
+_SEARCH_NAMES = frozenset(_SEARCH_ARGS)
 
 
 def _is_write(profile: ToolProfile) -> bool:
