@@ -311,3 +311,16 @@ def test_an_approval_to_go_over_the_limit_holds_a_slot_too(store) -> None:
     inside = g.run("t", {}, lambda: in_flight(g, rule=over), approver=lambda d: True,
                    session="s")
     assert (inside, in_flight(g, rule=over)) == (2.0, 1.0)
+
+
+def test_only_a_call_a_concurrent_limit_counted_has_slots_to_let_go(store) -> None:
+    g = Guard.from_dict({"version": 1, "timeout": "60s", "rules": [
+        {"id": "budget", "match": {"tool": "counted"}, "limit": {"calls": 5, "per": "session"}},
+        {"id": "in-flight", "match": {"tool": "held"},
+         "limit": {"concurrent": 1, "per": "session"}}]}, state=store)
+    counted = g.check("counted", {}, session="s")
+    assert counted.budgets and g.engine.release(counted) is None
+    held = g.check("held", {}, session="s")
+    assert g.engine.release(held) is not None
+    assert not g.check("held", {}, session="s").allowed  # its one slot is still held
+    assert g.release(held) and g.check("held", {}, session="s").allowed

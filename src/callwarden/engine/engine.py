@@ -26,13 +26,14 @@ from callwarden.engine.combine import Combiner, Entry, FirstMatch, StrictestWins
 from callwarden.engine.facts import FactsUse
 from callwarden.engine.index import Plan, RuleIndex, refuses_every_call
 from callwarden.engine.journal import Journal, JournalSettings, journaled
-from callwarden.engine.limits import budgets_of, limit_entry
+from callwarden.engine.limits import budgets_of, exceeded_entries
 from callwarden.engine.output import OutputCheck, check_output
 from callwarden.engine.rules import NameSet, Rule
+from callwarden.engine.slots import slots_of
 from callwarden.engine.steps import PolicyStep, StoreFailure, StoreStep, never_blocks
 from callwarden.engine.workers import Stuck
 from callwarden.exceptions import InvalidCall, InvalidResult
-from callwarden.state._base import Counter, CounterState, HistoryEntry, LimitStore
+from callwarden.state._base import Counter, HistoryEntry, LimitStore
 
 __all__ = ["Engine", "Settings"]
 _CARRIED = ("history", "facts", "facts_record")  # a rewrite's new Subject keeps these of the memo
@@ -447,21 +448,19 @@ class Engine:
             entries.append(self._store_error(states))
             return (), []
         counters = step.args[0]
-        # a rule counting per value (per recipient) says so once, however many it exceeds
-        exceeded: dict[int, tuple[Rule, CounterState, Counter]] = {}
-        for rule, state, counter in zip(owners, states, counters, strict=True):
-            if state.exceeded:
-                exceeded[id(rule)] = (rule, state, counter)
+        commit = step.kwargs["commit"]
+        budgets = budgets_of(owners, counters, states, commit)  # as many of each, or raises
         taken: list[Counter] = []
-        if exceeded:
-            mode = self.settings.mode
-            entries.extend(limit_entry(rule, state, now, mode, counter)
-                           for rule, state, counter in exceeded.values())
-        elif step.kwargs["commit"]:
+        for state in states:
+            if state.exceeded:
+                entries.extend(exceeded_entries(owners, counters, states, now,
+                                                self.settings.mode))
+                return budgets, taken
+        if commit:
             for rule, counter in zip(owners, counters, strict=True):
                 if rule.limit.kind == "concurrent":
                     taken.append(counter)
-        return budgets_of(owners, counters, states, step.kwargs["commit"]), taken
+        return budgets, taken
 
     def _let_go(self, slots: list[Counter]) -> StoreStep:
         """The store step that lets go of a call's slots of ``concurrent`` limits."""
@@ -475,8 +474,6 @@ class Engine:
         """Lets go of the slots of ``concurrent`` limits a decided call holds (see
         :func:`~.slots.slots_of`): a flow of one store step returning its failure, if any;
         None when the call holds none."""
-        from callwarden.engine.slots import slots_of
-
         slots = slots_of(self, decision) if decision.budgets and self.store is not None else []
         return _released(self._let_go(slots)) if slots else None
 

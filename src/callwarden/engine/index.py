@@ -59,11 +59,15 @@ class Plan:
     #: Some call's facts are read or written (see reads_facts and remembers): when False,
     #: neither needs asking.
     touches_facts: bool = field(init=False)
+    #: A limit is ``concurrent``: an allowed call holds slots until its outcome lets them go.
+    holds_slots: bool = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "narrowed", bool(self.by_value or self.needs))
         object.__setattr__(self, "touches_facts",
                            bool(self.facts_always or self.facts_args or self.seen_args))
+        object.__setattr__(self, "holds_slots",
+                           any(rule.limit.kind == "concurrent" for rule in self.limits))
 
     def reads_facts(self, args: Collection[str]) -> bool:
         """Whether deciding a call with these arguments needs the session's facts: a rule that

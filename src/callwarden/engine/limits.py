@@ -56,7 +56,7 @@ from callwarden.state import Counter, CounterState
 from callwarden.state._base import exceeds
 
 __all__ = ["DEFAULT_HOLD", "MAX_WINDOW", "PER_FIELDS", "LimitSpec", "budgets_of",
-           "describe_exceeded", "limit_entry"]
+           "describe_exceeded", "exceeded_entries", "limit_entry"]
 
 MAX_WINDOW = 10 * 365.25 * 86400.0
 """The longest window a limit may have (10 years): stores keep expiry times in milliseconds."""
@@ -420,6 +420,19 @@ def _escape(value: object) -> str:
     return text
 
 
+def exceeded_entries(rules: Sequence[Any], counters: Sequence[Counter],
+                     states: Sequence[CounterState], now: float, mode: Any) -> list[Entry]:
+    """The entries of the limits a call went over (``rules``: each counter's); a rule
+    counting per value (per recipient) says so once, however many of its counters it
+    exceeds."""
+    exceeded: dict[int, tuple[Any, CounterState, Counter]] = {}
+    for rule, state, counter in zip(rules, states, counters, strict=True):
+        if state.exceeded:
+            exceeded[id(rule)] = (rule, state, counter)
+    return [limit_entry(rule, state, now, mode, counter)
+            for rule, state, counter in exceeded.values()]
+
+
 def limit_entry(rule: Any, state: CounterState, now: float, mode: Any,
                 counter: Counter | None = None) -> Entry:
     """The entry of a limit rule the call exceeds, with a message saying what is left and when
@@ -445,6 +458,9 @@ def budgets_of(rules: Sequence[_Named], counters: Sequence[Counter],
     exceeded; an attempt cap counts every call; a call in flight weighs its slot, a fan-out
     the values it brings). A rule counting per value (several counters) reports its
     tightest."""
+    if len(states) == 1 and len(counters) == 1 and len(rules) == 1:  # one limit: most calls
+        state = states[0]
+        return (_budget(rules[0].id, counters[0], state, commit and not state.exceeded),)
     counted = commit
     for state in states:
         if state.exceeded:
@@ -452,13 +468,18 @@ def budgets_of(rules: Sequence[_Named], counters: Sequence[Counter],
             break
     tightest: dict[str, Budget] = {}
     for rule, counter, state in zip(rules, counters, states, strict=True):
-        used = state.used + (counter.cost if counted or counter.always else 0.0)
-        budget = _new(Budget, (rule.id, counter.limit, used, max(0.0, counter.limit - used),
-                               state.reset_at))
+        budget = _budget(rule.id, counter, state, counted)
         found = tightest.get(rule.id)
         if found is None or budget.remaining < found.remaining:
             tightest[rule.id] = budget
     return tuple(tightest.values())
+
+
+def _budget(rule_id: str, counter: Counter, state: CounterState, counted: bool) -> Budget:
+    """One counter's budget: its state, plus this call's weight when it ``counted``."""
+    used = state.used + (counter.cost if counted or counter.always else 0.0)
+    return _new(Budget, (rule_id, counter.limit, used, max(0.0, counter.limit - used),
+                         state.reset_at))
 
 
 class _Named(Protocol):
