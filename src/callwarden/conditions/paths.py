@@ -85,9 +85,9 @@ class PathMatcher:
     ``path.outside_root`` or ``path.invalid``.
     """
 
-    __slots__ = ("_arg_set", "_args", "_cache", "_canon", "_case", "_deny", "_fs_root",
-                 "_glob_dot", "_memo_head", "_read_roots", "_resolve", "_roots", "_sensitive",
-                 "_sensitive_anchored", "_tree", "_tree_cache")
+    __slots__ = ("_arg_set", "_args", "_cache", "_canon", "_case", "_deny", "_deny_globs",
+                 "_fs_root", "_glob_dot", "_memo_head", "_read_roots", "_resolve", "_roots",
+                 "_sensitive", "_sensitive_anchored", "_tree", "_tree_cache", "group_key")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         env = env or CompileEnv()
@@ -128,8 +128,8 @@ class PathMatcher:
         self._fs_root = lexical_abs(fs_root, str(env.base_dir)) if fs_root else None
         # The per-call memo's key for where a path really leads is this and the path.
         self._memo_head = "callwarden.paths.physical:" + (self._fs_root or "") + ":"
-        self._canon = PathCanonicalizer(root=root, home=home,
-                                        passwd=config_bool(config, "passwd", False))
+        passwd = config_bool(config, "passwd", False)
+        self._canon = PathCanonicalizer(root=root, home=home, passwd=passwd)
         args = config_str_list(config, "args", example="'~/.ssh/**'")
         # Extra path arguments by their order: a call's few arguments are looked up in it.
         self._args: dict[str, int] = {name: i for i, name in enumerate(
@@ -149,6 +149,32 @@ class PathMatcher:
         self._cache: dict[tuple[str, bool], tuple[CanonicalPath, Hit | None]] = {}
         self._tree = _TreeGlobs(self._deny, self._sensitive, self._case)
         self._tree_cache: dict[str, Hit | None] = {}
+        self._deny_globs = tuple(deny or ())
+        #: The settings matchers of deny globs alone share to be checked as one (``union``);
+        #: None for one that judges more than its globs (sensitive locations, allowed roots)
+        #: or exempts some (``!``: an exemption would reach the others' globs too).
+        self.group_key: tuple[Any, ...] | None = None
+        if deny and not sensitive and allow_roots is None and read_roots is None and \
+                not any(glob.startswith("!") for glob in deny):
+            self.group_key = ("paths", root, home, self._fs_root, self._case, self._resolve,
+                              self._glob_dot, passwd, tuple(self._args))
+
+    @classmethod
+    def union(cls, matchers: Sequence[PathMatcher]) -> PathMatcher:
+        """One matcher of every deny glob of ``matchers`` (all of one ``group_key``): it finds
+        nothing exactly when none of them would, so rules holding only these conditions can
+        be passed over together once it has found nothing (``engine.index``)."""
+        key = matchers[0].group_key
+        if key is None or any(m.group_key != key for m in matchers):
+            raise ValueError("only path conditions of one group_key have a union")
+        _, root, home, fs_root, case, resolve, glob_dot, passwd, args = key
+        config: dict[str, Any] = {
+            "deny": [glob for m in matchers for glob in m._deny_globs], "root": root,
+            "home": home, "case_insensitive": case, "resolve_symlinks": resolve,
+            "glob_dotfiles": glob_dot, "passwd": passwd, "args": list(args)}
+        if fs_root is not None:
+            config["fs_root"] = fs_root
+        return cls(config)
 
     # ---------------------------------------------------------------- compile helpers
 

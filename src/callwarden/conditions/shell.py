@@ -41,6 +41,8 @@ _RULE_KEYS = frozenset({"program", "subcommand", "wrappers", "flags", "any_flags
 _CONFIG_KEYS = ("deny", "allow", "rules", "reads", "writes", "read_paths", "write_paths",
                 "urls", "secrets", "uploads", "deletes_outside", "empties", "reveals_env",
                 "opaque", "parse_error", "home", "cwd")
+# What a condition of deny patterns may say besides them and still be checked with others.
+_GROUPABLE = frozenset({"deny", "parse_error", "opaque", "home", "cwd"})
 # Programs that talk to a host named in their arguments.
 _NETWORK = frozenset({"curl", "wget", "http", "https", "xh", "xhs", "aria2c", "nc", "ncat",
                       "netcat", "telnet", "socat"})
@@ -137,7 +139,8 @@ class ShellMatcher:
 
     __slots__ = ("_allow", "_cwd", "_delete_roots", "_deny", "_empties", "_env", "_home",
                  "_home_dir", "_opaque", "_parse_error", "_read_paths", "_reads", "_root",
-                 "_rules", "_secrets", "_uploads", "_urls", "_write_paths", "_writes")
+                 "_rules", "_secrets", "_uploads", "_urls", "_write_paths", "_writes",
+                 "group_key")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         env = env or CompileEnv()
@@ -182,6 +185,29 @@ class ShellMatcher:
                               "or opaque", hint="e.g. shell: {deny: ['rm -r *']}")
         if not parser_available():
             raise ConfigError("shell: cannot load the bash grammar", hint=INSTALL_HINT)
+        #: The settings conditions of deny patterns alone share to be checked as one
+        #: (``union``, as ``PathMatcher.group_key``); None for one that judges more.
+        self.group_key: tuple[Any, ...] | None = None
+        if self._deny is not None and _GROUPABLE.issuperset(config):
+            self.group_key = ("shell", self._home, self._cwd, self._parse_error, self._opaque)
+
+    @classmethod
+    def union(cls, matchers: Sequence[ShellMatcher]) -> ShellMatcher:
+        """One condition of every deny pattern of ``matchers`` (all of one ``group_key``): it
+        finds nothing exactly when none of them would (a pattern set matches when one of its
+        patterns matches a command; the switches are theirs)."""
+        key = matchers[0].group_key
+        if key is None or any(m.group_key != key for m in matchers):
+            raise ValueError("only shell conditions of one group_key have a union")
+        _, home, cwd, parse_error, opaque = key
+        config: dict[str, Any] = {
+            "deny": [p for m in matchers if m._deny is not None for p in m._deny.patterns],
+            "parse_error": parse_error, "opaque": opaque}
+        if home is not None:
+            config["home"] = home
+        if cwd is not None:
+            config["cwd"] = cwd
+        return cls(config)
 
     def _roots(self, config: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
         values = config_str_list(config, key, nonempty=True, example="'.', /tmp")

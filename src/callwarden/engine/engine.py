@@ -578,6 +578,8 @@ class Engine:
             rules = applicable  # the rules of the arguments' names, no value index to add
         else:
             rules = plan.validators_for(current.args, applicable)
+        if plan.unions:
+            rules = plan.unioned(rules, subject)
         for rule in rules:
             if rule.dynamic is not None and not rule.dynamic(call):
                 continue

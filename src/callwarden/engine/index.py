@@ -10,6 +10,7 @@ from typing import Any
 from callwarden._decision import Effect, Mode, Phase
 from callwarden._profiles import ToolProfile
 from callwarden.analysis.globs import is_glob
+from callwarden.conditions.base import Subject
 from callwarden.engine.rules import Rule, union_of_tools
 
 __all__ = ["Plan", "RuleIndex", "refuses_every_call"]
@@ -59,6 +60,12 @@ class Plan:
     #: Some call's facts are read or written (see reads_facts and remembers): when False,
     #: neither needs asking.
     touches_facts: bool = field(init=False)
+    #: Conditions each standing for several validate rules that hold nothing else (deny
+    #: globs of paths, see ``RuleIndex``); ``grouped``: the ids of those rules, and
+    #: ``ungrouped``: the validate rules without them (see ``unioned``).
+    unions: tuple[Any, ...] = ()
+    grouped: frozenset[int] = frozenset()
+    ungrouped: tuple[Rule, ...] = ()
     #: A limit is ``concurrent``: an allowed call holds slots until its outcome lets them go.
     holds_slots: bool = field(init=False)
 
@@ -68,6 +75,20 @@ class Plan:
                            bool(self.facts_always or self.facts_args or self.seen_args))
         object.__setattr__(self, "holds_slots",
                            any(rule.limit.kind == "concurrent" for rule in self.limits))
+
+    def unioned(self, rules: Sequence[Rule], subject: Subject) -> Sequence[Rule]:
+        """``rules`` without the rules the unions stand for, when no union finds anything in
+        the call (then none of them would); ``rules`` as they are otherwise, each rule then
+        judging the call itself (an error included: each meets it with its ``on_error``)."""
+        for union in self.unions:
+            try:
+                if union(subject) is not None:
+                    return rules
+            except Exception:
+                return rules
+        if rules is self.validators:
+            return self.ungrouped
+        return [rule for rule in rules if id(rule) not in self.grouped]
 
     def reads_facts(self, args: Collection[str]) -> bool:
         """Whether deciding a call with these arguments needs the session's facts: a rule that
@@ -145,6 +166,30 @@ def _value_index(rule: Rule) -> tuple[str, frozenset[Any]] | None:
     return getattr(rule.conditions[0][1], "index_key", None)
 
 
+def _unions(rules: Sequence[Rule]) -> dict[int, Any]:
+    """Rule id -> one condition standing for it and the other validate rules whose only
+    condition is of its kind with the same ``group_key`` (their path deny globs, whatever
+    their tools), made by the kind's ``union``: a tool with many such rules then checks one
+    condition however many they are, and runs them one by one only when it finds something.
+    Made as the policy loads, outside any decision's deadline."""
+    groups: dict[tuple[Any, Any], list[Rule]] = {}  # (condition class, its group_key)
+    for rule in rules:
+        if rule.policy is not None or rule.phase is not Phase.VALIDATE or rule.external or \
+                rule.dynamic is not None or len(rule.conditions) != 1:
+            continue
+        condition = rule.conditions[0][1]
+        key = getattr(condition, "group_key", None)
+        if key is not None:
+            groups.setdefault((type(condition), key), []).append(rule)
+    found: dict[int, Any] = {}
+    for (kind, _), members in groups.items():
+        if len(members) > 1:
+            union = kind.union([rule.conditions[0][1] for rule in members])
+            for rule in members:
+                found[id(rule)] = union
+    return found
+
+
 class RuleIndex:
     """Finds the rules that can match a tool without looking at rules for other tools.
 
@@ -177,6 +222,7 @@ class RuleIndex:
             else:
                 self._any.append(rule)
         self._cache: dict[str, Plan] = {}
+        self._union_of = _unions(rules)
 
     def plan(self, profile: ToolProfile) -> Plan:
         """Returns the plan for a tool (cached per tool name)."""
@@ -223,6 +269,13 @@ class RuleIndex:
                 by_value.append((name, {v: tuple(rs) for v, rs in table.items()}))
         scanned.sort(key=lambda r: r.order)
         needs = tuple(_needs(rule, profile) for rule in scanned)
+        members: dict[int, tuple[Any, list[Rule]]] = {}
+        for rule in scanned:
+            union = self._union_of.get(id(rule))
+            if union is not None:
+                members.setdefault(id(union), (union, []))[1].append(rule)
+        groups = [(union, rules) for union, rules in members.values() if len(rules) > 1]
+        grouped = frozenset(id(rule) for _, rules in groups for rule in rules)
         # Rules that read the session's facts, and when (see Plan.reads_facts).
         facts_always = any(r.needs_facts for r in ordered if r.phase is not Phase.VALIDATE) \
             or any(r.needs_facts and need is None for r, need in zip(scanned, needs, strict=True))
@@ -249,6 +302,9 @@ class RuleIndex:
             seen_args=seen_args,
             may_ask=bool(profile.requires_approval) or any(
                 Effect.ASK in (r.effect, r.on_error) for r in ordered),
+            unions=tuple(union for union, _ in groups),
+            grouped=grouped,
+            ungrouped=tuple(rule for rule in scanned if id(rule) not in grouped),
         )
 
 

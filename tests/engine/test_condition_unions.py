@@ -1,0 +1,112 @@
+"""Rules whose only condition is a path deny list (or a shell one) are checked as one
+condition per tool (a union of their globs or patterns) and passed over together when it
+finds nothing; when it finds something, each rule judges the call itself, so decisions are
+those of the rules one by one."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from callwarden import Effect, Guard
+from callwarden._call import ToolCall
+from callwarden.conditions.base import Subject
+
+SECRETS = [f"Read(~/.secret{i}/**)" for i in range(40)]
+
+
+def guard(**extra: Any) -> Guard:
+    policy: dict[str, Any] = {
+        "version": 1, "timeout": "60s",
+        "tools": {"read_file": {"kind": "file.read", "path": "path"},
+                  "write_file": {"kind": "file.write", "path": "path"}},
+        "deny": [*SECRETS, "Read(~/.ssh/**)", "Edit(~/.ssh/**)"],
+        "ask": ["Read(~/.ssh/*.pub)"],
+        **extra}
+    return Guard.from_dict(policy)
+
+
+def test_many_path_deny_rules_are_one_union_for_a_tool() -> None:
+    g = guard()
+    plan = g.engine._plan("read_file")[1]
+    assert len(plan.unions) == 1
+    assert len(plan.grouped) == 42 and not plan.ungrouped  # 40 + ~/.ssh deny + the ask
+    assert len(plan.validators) == 42  # every rule is still the plan's (explain lists them)
+
+
+def test_the_rule_whose_glob_matches_decides_as_it_would_alone() -> None:
+    g = guard()
+    decision = g.check("read_file", {"path": "~/.secret37/token"})
+    assert decision.effect is Effect.DENY and decision.rule == "deny:Read(~/.secret37/**)"
+    assert g.check("read_file", {"path": "~/.secret3/../notes.txt"}).effect is Effect.ALLOW
+    assert g.check("read_file", {"path": "src/app.py"}).effect is Effect.ALLOW
+
+
+def test_a_call_two_grouped_rules_match_gets_both_and_the_strictest_wins() -> None:
+    decision = guard().check("read_file", {"path": "~/.ssh/id_ed25519.pub"})
+    assert decision.effect is Effect.DENY
+    assert {m.rule for m in decision.matched} == {"deny:Read(~/.ssh/**)",
+                                                  "ask:Read(~/.ssh/*.pub)"}
+
+
+def test_a_grouped_rule_in_observe_mode_still_says_what_it_would_do() -> None:
+    g = guard(rules=[{"id": "watch-keys", "match": {"kind": "file.read"},
+                      "paths": {"deny": ["~/.keys/**"]}, "effect": "deny",
+                      "mode": "observe"}])
+    assert len(g.engine._plan("read_file")[1].grouped) == 43
+    decision = g.check("read_file", {"path": "~/.keys/prod"})
+    assert decision.effect is Effect.ALLOW and decision.would_effect is Effect.DENY
+    assert [m.rule for m in decision.matched] == ["watch-keys"]
+
+
+def test_a_rule_with_another_condition_is_not_grouped() -> None:
+    g = guard(rules=[{"id": "interns", "match": {"kind": "file.read"},
+                      "paths": {"deny": ["~/.keys/**"]}, "args": {"mode": "raw"},
+                      "effect": "deny"}])
+    plan = g.engine._plan("read_file")[1]
+    assert [r.id for r in plan.ungrouped] == ["interns"]
+    assert g.check("read_file", {"path": "~/.keys/a", "mode": "raw"}).rule == "interns"
+    assert g.check("read_file", {"path": "~/.keys/a"}).effect is Effect.ALLOW
+
+
+def test_a_tool_with_one_grouped_rule_checks_it_alone() -> None:
+    plan = guard().engine._plan("write_file")[1]  # Edit(~/.ssh/**) only
+    assert not plan.unions and [r.id for r in plan.ungrouped] == ["deny:Edit(~/.ssh/**)"]
+
+
+def test_a_union_that_raises_leaves_every_rule_to_judge_the_call() -> None:
+    g = guard()
+    profile, plan = g.engine._plan("read_file")
+
+    def broken(subject: Subject) -> None:
+        raise RuntimeError("boom")
+
+    subject = Subject(ToolCall("read_file", {"path": "src/app.py"}), profile)
+    assert dataclasses.replace(plan, unions=(broken,)).unioned(
+        plan.validators, subject) is plan.validators
+    assert plan.unioned(plan.validators, subject) == ()
+    narrowed = list(plan.validators[:3])
+    assert plan.unioned(narrowed, subject) == []
+
+
+def shell_guard() -> Guard:
+    return Guard.from_dict({
+        "version": 1, "timeout": "60s",
+        "tools": {"bash": {"kind": "shell", "command": "command"}},
+        "deny": [*(f"Bash(tool{i} --force *)" for i in range(40)), "Bash(git push --force *)"],
+        "ask": ["Bash(git push *)"]})
+
+
+def test_many_shell_deny_rules_are_one_union_and_decide_as_alone() -> None:
+    g = shell_guard()
+    assert len(g.engine._plan("bash")[1].unions) == 1
+    assert g.check("bash", {"command": "tool33 --force now"}).rule == \
+        "deny:Bash(tool33 --force *)"
+    decision = g.check("bash", {"command": "cd repo && git push --force origin main"})
+    assert decision.effect is Effect.DENY
+    assert {m.rule for m in decision.matched} == {"deny:Bash(git push --force *)",
+                                                  "ask:Bash(git push *)"}
+    assert g.check("bash", {"command": "git push origin main"}).effect is Effect.ASK
+    assert g.check("bash", {"command": "tool33 --help"}).effect is Effect.ALLOW
+    unparsable = g.check("bash", {"command": "echo 'unterminated"})
+    assert unparsable.effect is Effect.DENY  # every rule finds it unparsable: the first decides
