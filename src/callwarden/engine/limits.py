@@ -478,7 +478,8 @@ def budgets_of(rules: Sequence[_Named], counters: Sequence[Counter],
 def _budget(rule_id: str, counter: Counter, state: CounterState, counted: bool) -> Budget:
     """One counter's budget: its state, plus this call's weight when it ``counted``."""
     used = state.used + (counter.cost if counted or counter.always else 0.0)
-    return _new(Budget, (rule_id, counter.limit, used, max(0.0, counter.limit - used),
+    left = counter.limit - used  # never below zero (not max(): a builtin call)
+    return _new(Budget, (rule_id, counter.limit, used, left if left > 0.0 else 0.0,
                          state.reset_at))
 
 

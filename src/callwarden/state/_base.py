@@ -217,7 +217,8 @@ def deadline_passed(deadline: float | None, now: float) -> bool:
 
 def exceeds(used: float, weight: float, limit: float) -> bool:
     """Returns whether ``used + weight > limit``, with :data:`TOLERANCE` for float sums."""
-    return used + weight - limit > TOLERANCE * max(1.0, abs(limit))
+    scale = abs(limit)  # not max(1.0, ...): a builtin call costs more than the comparison
+    return used + weight - limit > TOLERANCE * (scale if scale > 1.0 else 1.0)
 
 
 def reset_time(
