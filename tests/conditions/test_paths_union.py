@@ -107,3 +107,23 @@ def test_matchers_of_other_settings_are_not_one_group(fs_root: str) -> None:
         assert other.group_key != plain.group_key
         with pytest.raises(ValueError, match="group_key"):
             PathMatcher.union([plain, other])
+
+
+def test_a_union_finds_what_its_matchers_do_whatever_changed_on_disk_since(
+        tmp_path: Path) -> None:
+    """The members resolved ~ through a link when they loaded; the link moves before the
+    union is made: the union still has their forms, so it finds what they find."""
+    from callwarden.conditions import paths as module
+
+    (tmp_path / "data/dev").mkdir(parents=True)
+    (tmp_path / "other/dev").mkdir(parents=True)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home/dev").symlink_to("/data/dev")
+    members = [matcher(str(tmp_path), "~/.ssh/**"), matcher(str(tmp_path), "~/.aws/**")]
+    (tmp_path / "home/dev").unlink()
+    (tmp_path / "home/dev").symlink_to("/other/dev")
+    module._LOAD_TIME_RESOLVED.clear()
+    union = PathMatcher.union(members)
+    subject = Subject(ToolCall("read_file", {"path": "/data/dev/.aws/credentials"}), READ)
+    assert members[1](subject) is not None
+    assert union(Subject(subject.call, subject.profile)) is not None

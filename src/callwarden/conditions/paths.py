@@ -169,12 +169,19 @@ class PathMatcher:
             raise ValueError("only path conditions of one group_key have a union")
         _, root, home, fs_root, case, resolve, glob_dot, passwd, args = key
         config: dict[str, Any] = {
-            "deny": [glob for m in matchers for glob in m._deny_globs], "root": root,
-            "home": home, "case_insensitive": case, "resolve_symlinks": resolve,
-            "glob_dotfiles": glob_dot, "passwd": passwd, "args": list(args)}
+            "deny": list(matchers[0]._deny_globs), "root": root, "home": home,
+            "case_insensitive": case, "resolve_symlinks": resolve, "glob_dotfiles": glob_dot,
+            "passwd": passwd, "args": list(args)}
         if fs_root is not None:
             config["fs_root"] = fs_root
-        return cls(config)
+        union = cls(config)
+        # Their globs as they compiled them (with the forms their links had then), not
+        # compiled again: the union finds what they find, whatever changed on disk since.
+        union._deny = GlobTable([(glob, text, False) for m in matchers
+                                 for glob, text in m._deny.globs], case_insensitive=case)
+        union._deny_globs = tuple(glob for m in matchers for glob in m._deny_globs)
+        union._tree = _TreeGlobs(union._deny, None, case)
+        return union
 
     # ---------------------------------------------------------------- compile helpers
 
