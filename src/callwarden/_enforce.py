@@ -34,6 +34,7 @@ from callwarden._messages import output_unscreened
 from callwarden._settle import aresolve_ask, resolve_ask
 from callwarden.approvals import decision_digest
 from callwarden.engine.facts import output_facts, remember
+from callwarden.engine.slots import holds_slots
 from callwarden.exceptions import (
     ApprovalInvalid,
     ApprovalPending,
@@ -390,10 +391,12 @@ class Enforcer:
         except BaseException as e:
             await self.arecord_outcome(decision, OutcomeStatus.ERROR, started, e)
             raise
-        try:
-            shown, status, halt, rule, source = await self._ascreen(decision, result)
+        try:  # _ascreen and arelease, awaited only when there is something to wait for
+            screened, writes = self._screening(decision, result)
+            shown, status, halt, rule, source = screened if writes is None else \
+                await self._written(decision, screened, writes)
         finally:
-            if decision.budgets:
+            if holds_slots(self.guard.engine, decision):
                 await self.arelease(decision)
         auditor = self.guard.auditor  # inlined arecord_outcome: this is every arun's cost
         if auditor is not None:
@@ -436,7 +439,7 @@ class Enforcer:
         try:
             screened = Screened(*await self._ascreen(decision, result))
         finally:
-            if decision.budgets:
+            if holds_slots(self.guard.engine, decision):
                 await self.arelease(decision)
         status = OutcomeStatus.ERROR if failed and screened.status is OutcomeStatus.OK \
             else screened.status
@@ -493,11 +496,20 @@ class Enforcer:
 
     async def _ascreen(self, decision: Decision, result: Any) -> _Screening:
         """Async twin of :meth:`_screen`: the store is written without blocking the loop."""
+        screened, writes = self._screening(decision, result)
+        return screened if writes is None else await self._written(decision, screened, writes)
+
+    def _screening(self, decision: Decision, result: Any) -> tuple[_Screening, Flow[bool] | None]:
+        """The output rules' screening of a result, and the writes that remember what the
+        model is about to see of it (None: nothing to remember)."""
         screened = self._output_rules(decision, result)
-        writes = None if screened[1] is OutcomeStatus.OUTPUT_BLOCKED else \
-            self._untrusted_writes(decision, screened[0])
-        if writes is None:
-            return screened
+        if screened[1] is OutcomeStatus.OUTPUT_BLOCKED:
+            return screened, None
+        return screened, self._untrusted_writes(decision, screened[0])
+
+    async def _written(self, decision: Decision, screened: _Screening,
+                       writes: Flow[bool]) -> _Screening:
+        """``screened`` once ``writes`` are done; withheld when they could not be."""
         try:
             written = await adrive(writes)
         except Exception as e:  # fail closed: withhold what could not be recorded
@@ -568,7 +580,7 @@ class Enforcer:
                               error: BaseException | None = None, *,
                               by: Screened | None = None) -> None:
         """Async twin of :meth:`record_outcome`."""
-        if decision.budgets:
+        if holds_slots(self.guard.engine, decision):
             await self.arelease(decision)
         auditor = self.guard.auditor
         if auditor is not None:

@@ -18,7 +18,7 @@ from callwarden.state._base import Counter
 if TYPE_CHECKING:
     from callwarden.engine.engine import Engine
 
-__all__ = ["slots_of"]
+__all__ = ["holds_slots", "slots_of"]
 
 
 def slots_of(engine: Engine, decision: Decision) -> list[Counter]:
@@ -37,3 +37,14 @@ def slots_of(engine: Engine, decision: Decision) -> list[Counter]:
             except ValueError:  # it could not have taken one either
                 continue
     return slots
+
+
+def holds_slots(engine: Engine, decision: Decision) -> bool:
+    """Whether a decided call may hold slots to let go: it has budgets and its tool a
+    ``concurrent`` limit (True when that cannot be told: letting go of none is harmless)."""
+    if not decision.budgets or engine.store is None:
+        return False
+    try:
+        return engine._plan(decision.call.tool)[1].holds_slots
+    except Exception:
+        return True
