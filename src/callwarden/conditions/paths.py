@@ -551,9 +551,10 @@ def _request(subject: Subject) -> tuple[Any, bool, tuple[str, str] | None]:
     if found is None:
         profile = subject.profile
         args = subject.call.args
-        value = subject.role("path")
+        value = profile.get(args, "path")
         search = None
-        if profile.kind == "file.read" and _may_search(profile, args):
+        reads = profile.kind == "file.read"
+        if reads and _may_search(profile, args):
             base = value if isinstance(value, str) and value else "."
             glob = profile.get(args, "glob")
             if isinstance(glob, str) and glob:
@@ -561,8 +562,15 @@ def _request(subject: Subject) -> tuple[Any, bool, tuple[str, str] | None]:
                 search = ("path", base.rstrip("/") + "/" + rel)
             elif any(isinstance(args.get(k), str) for k in _SEARCH_ARGS):
                 search = ("tree", base)
-        found = subject.memo[_REQUEST] = (value, _is_write(profile), search)
+        # A read tool never writes; another writes unless its side effect says it only reads.
+        write = not reads and profile.side_effect not in _NO_WRITES
+        found = subject.memo[_REQUEST] = (value, write, search)
     return found
+
+
+# Side effects of a tool that writes nothing (a module constant: an enum member read from its
+# class is a slow attribute lookup on Python 3.11).
+_NO_WRITES = (SideEffect.READ, SideEffect.NONE)
 
 
 def _may_search(profile: ToolProfile, args: Mapping[str, Any]) -> bool:
@@ -578,12 +586,6 @@ def _may_search(profile: ToolProfile, args: Mapping[str, Any]) -> bool:
 
 _GLOB_NAMES = frozenset(ARG_ROLES.get("glob", ("glob",)))
 _SEARCH_NAMES = frozenset(_SEARCH_ARGS)
-
-
-def _is_write(profile: ToolProfile) -> bool:
-    if profile.kind == "file.read":
-        return False
-    return profile.side_effect not in (SideEffect.READ, SideEffect.NONE)
 
 
 def _show(raw: str) -> str:
