@@ -92,6 +92,10 @@ class _Pending(NamedTuple):
     request_id: str
 
 
+# Members read on every guarded call, kept as module constants: an enum member read from its
+# class is a slow attribute lookup on Python 3.11 (the enum's metaclass has a __getattr__).
+_ASK, _OK, _BLOCKED = Effect.ASK, OutcomeStatus.OK, OutcomeStatus.OUTPUT_BLOCKED
+
 class Enforcer:
     """Decides tool calls for one framework (or for ``Guard.run``) and runs the allowed ones.
 
@@ -195,7 +199,7 @@ class Enforcer:
         ``approver`` / ``wait`` replace the enforcer's own for this call (None: do not ask
         anyone now, do not wait).
         """
-        if decision.effect is not Effect.ASK:
+        if decision.effect is not _ASK:
             return decision
         try:
             settled = resolve_ask(self.guard, decision, approval_id=approval_id,
@@ -210,7 +214,7 @@ class Enforcer:
     async def asettle(self, decision: Decision, *, approval_id: str | None = None,
                       approver: Any = _UNSET, wait: Any = _UNSET) -> Decision:
         """Async twin of :meth:`settle`."""
-        if decision.effect is not Effect.ASK:
+        if decision.effect is not _ASK:
             return decision
         try:
             settled = await aresolve_ask(
@@ -319,7 +323,7 @@ class Enforcer:
                 may not run or its output halts the run; carries the decision.
         """
         decision = self.guard.check(tool, args, **self._defaults(fields))
-        if decision.effect is Effect.ASK:
+        if decision.effect is _ASK:
             decision = self.settle(decision, approval_id=approval_id, approver=approver,
                                    wait=wait)
         shown, halt = self.run(decision, fn)
@@ -332,7 +336,7 @@ class Enforcer:
                     **fields: Any) -> Any:
         """Async twin of :meth:`call`; ``fn`` and the approver may be sync or async."""
         decision = await self.guard.acheck(tool, args, **self._defaults(fields))
-        if decision.effect is Effect.ASK:
+        if decision.effect is _ASK:
             decision = await self.asettle(decision, approval_id=approval_id, approver=approver,
                                           wait=wait)
         shown, halt = await self.arun(decision, fn)
@@ -490,7 +494,7 @@ class Enforcer:
 
     def _screen(self, decision: Decision, result: Any) -> _Screening:
         screened = self._output_rules(decision, result)
-        if screened[1] is OutcomeStatus.OUTPUT_BLOCKED:
+        if screened[1] is _BLOCKED:
             return screened
         return self._provenance(decision, screened)
 
@@ -503,7 +507,7 @@ class Enforcer:
         """The output rules' screening of a result, and the writes that remember what the
         model is about to see of it (None: nothing to remember)."""
         screened = self._output_rules(decision, result)
-        if screened[1] is OutcomeStatus.OUTPUT_BLOCKED:
+        if screened[1] is _BLOCKED:
             return screened, None
         return screened, self._untrusted_writes(decision, screened[0])
 
@@ -519,7 +523,7 @@ class Enforcer:
     def _output_rules(self, decision: Decision, result: Any) -> _Screening:
         check = self.guard.check_output(decision, result)
         if check is None or check.effect is Effect.ALLOW:
-            return result, OutcomeStatus.OK, False, None, None
+            return result, _OK, False, None, None
         if check.effect is Effect.MODIFY:
             return check.output, OutcomeStatus.OUTPUT_MODIFIED, False, check.rule, check.source
         return (check.message, OutcomeStatus.OUTPUT_BLOCKED, check.effect is Effect.HALT,
