@@ -110,3 +110,30 @@ def test_many_shell_deny_rules_are_one_union_and_decide_as_alone() -> None:
     assert g.check("bash", {"command": "tool33 --help"}).effect is Effect.ALLOW
     unparsable = g.check("bash", {"command": "echo 'unterminated"})
     assert unparsable.effect is Effect.DENY  # every rule finds it unparsable: the first decides
+
+
+def args_guard() -> Guard:
+    """Five rules of one argument each, as bench_core's budget rows have them."""
+    rules: list[dict[str, Any]] = [
+        {"id": f"rule-{k}", "match": {"tool": "deploy"}, "args": {key: value},
+         "effect": effect}
+        for k, (key, value, effect) in enumerate([
+            ("env", "prod", "deny"), ("region", "us-gov", "deny"), ("build", "b-0", "ask"),
+            ("env", "prod-*", "ask"), ("region", "cn-*", "deny")])]
+    rules.append({"id": "two-args", "match": {"tool": "deploy"},
+                  "args": {"env": "qa", "region": "eu"}, "effect": "deny"})
+    return Guard.from_dict({"version": 1, "rules": rules})
+
+
+def test_rules_of_one_argument_each_are_one_union_and_decide_as_alone() -> None:
+    g = args_guard()
+    plan = g.engine._plan("deploy")[1]
+    assert len(plan.unions) == 1 and [r.id for r in plan.ungrouped] == ["two-args"]
+    assert g.check("deploy", {"env": "staging", "region": "eu", "build": "b-7"}).allowed
+    assert g.check("deploy", {"env": "prod"}).rule == "rule-0"
+    both = g.check("deploy", {"env": "prod-2", "region": "cn-north"})
+    assert both.effect is Effect.DENY and both.rule == "rule-4"
+    assert {m.rule for m in both.matched} == {"rule-3", "rule-4"}
+    assert g.check("deploy", {"build": "b-0"}).effect is Effect.ASK
+    assert g.check("deploy", {"env": "qa", "region": "eu"}).rule == "two-args"
+    assert g.check("deploy", {"env": ["prod"], "region": 7}).allowed  # no literal equals a list

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from callwarden._call import FrozenDict
@@ -10,7 +10,7 @@ from callwarden.analysis.globs import GlobError, GlobSet, is_glob
 from callwarden.conditions.base import CompileEnv, Hit, Subject, register_condition
 from callwarden.exceptions import ConfigError
 
-__all__ = ["ArgsMatcher"]
+__all__ = ["AnyArgs", "ArgsMatcher"]
 
 
 _MISSING = object()
@@ -31,15 +31,17 @@ class ArgsMatcher:
     are indexed by that value (see ``index_key``).
     """
 
-    __slots__ = ("_checks", "_single", "_single_hit", "index_key")
+    __slots__ = ("_checks", "_patterns", "_single", "_single_hit", "group_key", "index_key")
 
     def __init__(self, config: Any, env: CompileEnv) -> None:
         if not isinstance(config, Mapping) or not config:
             raise ConfigError("must map argument names to patterns",
                               hint="e.g. args: {env: prod, branch: 'release/*'}")
         checks = []
+        self._patterns: dict[str, list[Any]] = {}
         for name, patterns in config.items():
             values = patterns if isinstance(patterns, list) else [patterns]
+            self._patterns[str(name)] = values
             if not values or any(isinstance(v, Mapping | list) for v in values):
                 raise ConfigError("patterns must be strings or plain values", key=name)
             globs = [p for p in values if isinstance(p, str) and is_glob(p)]
@@ -60,20 +62,27 @@ class ArgsMatcher:
         self.index_key: tuple[str, frozenset[Any]] | None = (
             (only[0][0], frozenset(v for _, v in only[1]))
             if only is not None and len(only[0]) == 1 and only[2] is None else None)
+        #: One top-level argument: checked with others of its kind as one (``union``).
+        self.group_key: tuple[str] | None = ("args",) if self._single is not None else None
+
+    @classmethod
+    def union(cls, matchers: Sequence[ArgsMatcher]) -> AnyArgs:
+        """One condition that holds when one of ``matchers`` (each of one top-level argument)
+        would: the engine passes over their rules together when it finds nothing."""
+        by_name: dict[str, list[Any]] = {}
+        for matcher in matchers:
+            if matcher.group_key is None:
+                raise ValueError("only args conditions of one top-level argument have a union")
+            for name, values in matcher._patterns.items():
+                by_name.setdefault(name, []).extend(values)
+        return AnyArgs(by_name)
 
     def __call__(self, subject: Subject) -> Hit | None:
         args = subject.call.args
         if self._single is not None:  # one top-level argument: the common case, kept short
             name, exact, regex = self._single
             arg = args.get(name, _MISSING)
-            if arg is _MISSING:
-                return None
-            kind = type(arg)
-            try:
-                found = (_KIND.get(kind, kind), arg) in exact
-            except TypeError:
-                found = False
-            if found or (regex is not None and type(arg) is str and regex.fullmatch(arg)):
+            if arg is not _MISSING and _matches(arg, exact, regex):
                 return self._single_hit
             return None
         for path, exact, regex in self._checks:
@@ -82,15 +91,41 @@ class ArgsMatcher:
                 if type(value) is not FrozenDict or part not in value:
                     return None
                 value = value[part]
-            kind = type(value)
-            try:
-                found = (_KIND.get(kind, kind), value) in exact
-            except TypeError:  # unhashable value (a list or mapping): only globs could match
-                found = False
-            if not found and (regex is None or type(value) is not str
-                              or regex.fullmatch(value) is None):
+            if not _matches(value, exact, regex):
                 return None
         if len(self._checks) == 1:
             return Hit(f"args.{'.'.join(self._checks[0][0])} matches", "args.matched")
         return Hit("; ".join(f"args.{'.'.join(p)} matches" for p, _, _ in self._checks),
                    "args.matched")
+
+
+def _matches(arg: Any, exact: frozenset[tuple[type, Any]], regex: Any) -> bool:
+    """Whether an argument's value equals one of the literals (by value) or, a string, matches
+    the globs' regex."""
+    kind = type(arg)
+    try:
+        if (_KIND.get(kind, kind), arg) in exact:
+            return True
+    except TypeError:  # unhashable value (a list or mapping): only globs could match
+        pass
+    return regex is not None and kind is str and regex.fullmatch(arg) is not None
+
+
+class AnyArgs:
+    """Holds when one of its top-level arguments matches one of that argument's patterns:
+    the union of ``args:`` conditions of one argument each (see ``ArgsMatcher.union``)."""
+
+    __slots__ = ("_checks",)
+
+    def __init__(self, by_name: Mapping[str, list[Any]]) -> None:
+        singles = [ArgsMatcher({name: values}, CompileEnv())._single
+                   for name, values in by_name.items()]
+        self._checks = tuple(single for single in singles if single is not None)
+
+    def __call__(self, subject: Subject) -> Hit | None:
+        args = subject.call.args
+        for name, exact, regex in self._checks:
+            arg = args.get(name, _MISSING)
+            if arg is not _MISSING and _matches(arg, exact, regex):
+                return Hit(f"args.{name} matches", "args.matched")
+        return None
