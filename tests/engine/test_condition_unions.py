@@ -1,6 +1,6 @@
-"""Rules whose only condition is a path deny list (or a shell one) are checked as one
-condition per tool (a union of their globs or patterns) and passed over together when it
-finds nothing; when it finds something, each rule judges the call itself, so decisions are
+"""Rules whose only condition is a path deny list, a shell one or one argument's values are
+checked as one condition per tool (a union of their globs, patterns or values) and passed over
+together when it finds nothing; when it finds something, each rule judges the call itself, so decisions are
 those of the rules one by one."""
 
 from __future__ import annotations
@@ -8,8 +8,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
+
 from callwarden import Effect, Guard
 from callwarden._call import ToolCall
+from callwarden.conditions.args import ArgsMatcher
 from callwarden.conditions.base import Subject
 
 SECRETS = [f"Read(~/.secret{i}/**)" for i in range(40)]
@@ -137,3 +140,16 @@ def test_rules_of_one_argument_each_are_one_union_and_decide_as_alone() -> None:
     assert g.check("deploy", {"build": "b-0"}).effect is Effect.ASK
     assert g.check("deploy", {"env": "qa", "region": "eu"}).rule == "two-args"
     assert g.check("deploy", {"env": ["prod"], "region": 7}).allowed  # no literal equals a list
+
+
+def test_rules_whose_union_cannot_be_made_are_checked_one_by_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(cls: type, matchers: Any) -> Any:
+        raise ValueError("no union")
+
+    monkeypatch.setattr(ArgsMatcher, "union", classmethod(refuse))
+    g = args_guard()
+    plan = g.engine._plan("deploy")[1]
+    assert not plan.unions and len(plan.ungrouped) == 6
+    assert g.check("deploy", {"env": "prod-2"}).rule == "rule-3"
+    assert g.check("deploy", {"env": "staging"}).allowed

@@ -38,10 +38,10 @@ class ArgsMatcher:
             raise ConfigError("must map argument names to patterns",
                               hint="e.g. args: {env: prod, branch: 'release/*'}")
         checks = []
-        self._patterns: dict[str, list[Any]] = {}
+        self._patterns: dict[str, tuple[Any, ...]] = {}
         for name, patterns in config.items():
             values = patterns if isinstance(patterns, list) else [patterns]
-            self._patterns[str(name)] = values
+            self._patterns[str(name)] = tuple(values)
             if not values or any(isinstance(v, Mapping | list) for v in values):
                 raise ConfigError("patterns must be strings or plain values", key=name)
             globs = [p for p in values if isinstance(p, str) and is_glob(p)]
@@ -118,9 +118,13 @@ class AnyArgs:
     __slots__ = ("_checks",)
 
     def __init__(self, by_name: Mapping[str, list[Any]]) -> None:
-        singles = [ArgsMatcher({name: values}, CompileEnv())._single
-                   for name, values in by_name.items()]
-        self._checks = tuple(single for single in singles if single is not None)
+        checks = []
+        for name, values in by_name.items():
+            single = ArgsMatcher({name: values}, CompileEnv())._single
+            if single is None:
+                raise ValueError(f"{name!r} is not one top-level argument")
+            checks.append(single)
+        self._checks = tuple(checks)
 
     def __call__(self, subject: Subject) -> Hit | None:
         args = subject.call.args

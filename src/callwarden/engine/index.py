@@ -60,9 +60,9 @@ class Plan:
     #: Some call's facts are read or written (see reads_facts and remembers): when False,
     #: neither needs asking.
     touches_facts: bool = field(init=False)
-    #: Conditions each standing for several validate rules that hold nothing else (deny
-    #: globs of paths, see ``RuleIndex``); ``grouped``: the ids of those rules, and
-    #: ``ungrouped``: the validate rules without them (see ``unioned``).
+    #: Conditions each standing for several validate rules that hold nothing else (path
+    #: deny globs, shell deny patterns, one argument's values: see ``_unions``); ``grouped``:
+    #: the ids of those rules, and ``ungrouped``: the validate rules without them.
     unions: tuple[Any, ...] = ()
     grouped: frozenset[int] = frozenset()
     ungrouped: tuple[Rule, ...] = ()
@@ -168,10 +168,11 @@ def _value_index(rule: Rule) -> tuple[str, frozenset[Any]] | None:
 
 def _unions(rules: Sequence[Rule]) -> dict[int, Any]:
     """Rule id -> one condition standing for it and the other validate rules whose only
-    condition is of its kind with the same ``group_key`` (their path deny globs, whatever
-    their tools), made by the kind's ``union``: a tool with many such rules then checks one
-    condition however many they are, and runs them one by one only when it finds something.
-    Made as the policy loads, outside any decision's deadline."""
+    condition is of its kind with the same ``group_key`` (path deny globs, shell deny
+    patterns, one argument's values; whatever their tools), made by the kind's ``union``,
+    which finds nothing exactly when none of them would: a tool with many such rules checks
+    one condition however many they are, and runs them one by one only when it finds
+    something. Made as the policy loads, outside any decision's deadline."""
     groups: dict[tuple[Any, Any], list[Rule]] = {}  # (condition class, its group_key)
     for rule in rules:
         if rule.policy is not None or rule.phase is not Phase.VALIDATE or rule.external or \
@@ -184,7 +185,10 @@ def _unions(rules: Sequence[Rule]) -> dict[int, Any]:
     found: dict[int, Any] = {}
     for (kind, _), members in groups.items():
         if len(members) > 1:
-            union = kind.union([rule.conditions[0][1] for rule in members])
+            try:
+                union = kind.union([rule.conditions[0][1] for rule in members])
+            except Exception:  # no union: each rule is checked alone, as without one
+                continue
             for rule in members:
                 found[id(rule)] = union
     return found
