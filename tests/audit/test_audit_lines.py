@@ -278,8 +278,9 @@ def test_decision_lines_match_decision_event_on_generated_payloads(args: dict[st
 def test_line_sinks_get_what_event_sinks_get_in_the_same_order(tmp_path: Path) -> None:
     guard = make_guard()
     events: list[dict[str, Any]] = []
-    line_auditor = Auditor([JsonlSink(tmp_path / "lines.jsonl")])
-    event_auditor = Auditor([CallableSink(events.append)])
+    # A generous deadline: 401 events, each waited for, on a machine that may be busy.
+    line_auditor = Auditor([JsonlSink(tmp_path / "lines.jsonl")], deadline=60.0)
+    event_auditor = Auditor([CallableSink(events.append)], deadline=60.0)
     decisions = [_decide(guard, "bash", {"command": f"ls {i}"}) for i in range(300)]
     decisions.append(_decide(guard, "fetch", {"body": "AKIAZ7VRSQ5TJN2XOHNB"}))
     for auditor in (line_auditor, event_auditor):

@@ -155,7 +155,7 @@ def test_a_chained_log_without_a_key_verifies(tmp_path: Path,
 
 def test_threads_of_one_guard_keep_one_ordered_stream(tmp_path: Path) -> None:
     sink = ChainedJsonlSink(tmp_path / "audit.jsonl")
-    guard = Guard(audit=Auditor([sink]))
+    guard = Guard(audit=Auditor([sink], deadline=60.0))  # generous: the machine may be busy
 
     def decide(n: int) -> None:
         for i in range(200):
