@@ -29,7 +29,7 @@ from callwarden.engine.journal import Journal, JournalSettings, journaled
 from callwarden.engine.limits import budgets_of, exceeded_entries
 from callwarden.engine.output import OutputCheck, check_output
 from callwarden.engine.rules import NameSet, Rule
-from callwarden.engine.slots import slots_of
+from callwarden.engine.slots import holds_slots, slots_of
 from callwarden.engine.steps import PolicyStep, StoreFailure, StoreStep, never_blocks
 from callwarden.engine.workers import Stuck
 from callwarden.exceptions import InvalidCall, InvalidResult
@@ -474,7 +474,7 @@ class Engine:
         """Lets go of the slots of ``concurrent`` limits a decided call holds (see
         :func:`~.slots.slots_of`): a flow of one store step returning its failure, if any;
         None when the call holds none."""
-        slots = slots_of(self, decision) if decision.budgets and self.store is not None else []
+        slots = slots_of(self, decision) if holds_slots(self, decision) else []
         return _released(self._let_go(slots)) if slots else None
 
     def _limit_counters(self, plan: Plan, call: ToolCall, subject: Subject,

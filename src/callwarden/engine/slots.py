@@ -25,8 +25,6 @@ def slots_of(engine: Engine, decision: Decision) -> list[Counter]:
     """The counters whose member the decision's id is: its slots of ``concurrent`` limits."""
     call = decision.call
     profile, plan = engine._plan(call.tool)
-    if not plan.holds_slots:
-        return []  # no concurrent limit: nothing to let go (every budgeted call's outcome)
     named = {budget.rule for budget in decision.budgets}
     current = call if decision.args is call.args else call.replace_args(decision.args)
     slots: list[Counter] = []

@@ -274,10 +274,7 @@ class RedisStore(StateStore):
             ranks = record.if_exceeded
             slot = self._tag(record.session)[1]
         for i, c in enumerate(counters):
-            layout = self._layouts.get(id(c))
-            if layout is None or layout[0] is not c:
-                layout = self._layout(c)
-            _, counter_slot, counter_keys, fixed, tail = layout
+            _, counter_slot, counter_keys, fixed, tail = self._layout(c)
             if slot != counter_slot:
                 slot = counter_slot if slot == -1 else -2
             keys += counter_keys
@@ -296,6 +293,9 @@ class RedisStore(StateStore):
     def _layout(self, c: Counter) -> _Layout:
         """What the consume script takes of a counter whatever the time (see ``_Layout``),
         kept for a counter without members (a limit's counters are kept and used again)."""
+        layout = self._layouts.get(id(c))
+        if layout is not None and layout[0] is c:  # (it holds c: its id is not reused)
+            return layout
         window = "" if c.window is None else repr(float(c.window))
         layout = (c, self._tag(c.key if c.shard is None else c.shard)[1], self._counter_keys(c),
                   (repr(float(c.limit)), window, repr(float(c.weight)), "1" if c.always else "0"),
@@ -310,19 +310,16 @@ class RedisStore(StateStore):
                      record: HistoryEntry | None) -> Consumption:
         """What a consume sends, laid out per counter (for one script per slot)."""
         keys, bodies, slots = [], [], []
+        tails = []
         for c in counters:
-            zkey, skey = self._counter_keys(c)
-            keys.append((zkey, skey))
-            slots.append(slot_of(skey))
-            window, expires = ("", "") if c.window is None else (
-                repr(float(c.window)), repr(now + c.window))
-            bodies.append((repr(float(c.limit)), window, repr(float(c.weight)),
-                           "1" if c.always else "0", expires))
-        tails = [counter_tail(c) for c in counters]
+            _, _, counter_keys, fixed, tail = self._layout(c)
+            keys.append(counter_keys)
+            slots.append(slot_of(counter_keys[1]))
+            bodies.append((*fixed, "" if c.window is None else repr(now + c.window)))
+            tails.append(tail)
         session = "" if record is None else record.session
         history = self._history_key(session)
-        head = (repr(float(now)), call_token(), repr(TOLERANCE), _TTL_MARGIN,
-                self._idle_ttl_ms)
+        head = (repr(float(now)), call_token(), _TOLERANCE, _TTL_MARGIN, self._idle_ttl_ms)
         return Consumption(counters, keys, bodies, slots, head, self._history_ttl_ms, record,
                            history, slot_of(history), tails, now)
 
