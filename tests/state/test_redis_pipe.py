@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import hiredis
 import pytest
 import redis
 from _state_support import RedisServer
@@ -30,6 +31,7 @@ def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     assert _redis_pipe.hiredis is not None, "the redis extra installs hiredis"
     if request.param == "python":
         monkeypatch.setattr(_redis_pipe, "hiredis", None)
+        monkeypatch.setattr(_redis_pipe, "_encode", _redis_pipe._encode_here)
     return str(request.param)
 
 
@@ -72,6 +74,32 @@ def test_what_is_not_a_reply_or_too_big_is_refused(reader: str,
     for at in range(0, len(stream), 30):
         got += steady.feed(stream[at:at + 30])
     assert len(stream) > 1000 and got == [b"y" * 40] * 60
+
+
+def test_commands_are_written_alike_with_and_without_hiredis() -> None:
+    commands = [("EVALSHA", "a" * 40, "2", "cw:{s}:k", "cw:{s}:h", "1.5", "", "1e+300"),
+                ("SET", "clé", b"\xff\x00raw", 7, -3, 10**20), ("PING",),
+                ("ECHO", "x\r\n$5\r\n*2\r\n")]
+    for command in commands:
+        assert hiredis.pack_command(command) == _redis_pipe._encode_here(command)
+    assert _redis_pipe._encode_here(("SET", "é", 7)) == \
+        b"*3\r\n$3\r\nSET\r\n$2\r\n\xc3\xa9\r\n$1\r\n7\r\n"
+
+
+async def test_a_command_that_cannot_be_written_fails_alone(redis_server: RedisServer) -> None:
+    """An argument Redis cannot be sent (a lone surrogate has no UTF-8) fails its caller
+    before anything is sent or awaited, so the replies of the others stay in step."""
+    pipe = Pipe(redis_server.url, 5.0)
+    try:
+        await pipe.call("SET", "pipe-kept", "mine")
+        results = await asyncio.gather(
+            pipe.call("ECHO", "first"), pipe.call("ECHO", "x\ud800"),
+            pipe.call("GET", "pipe-kept"), return_exceptions=True)
+        assert results[0] == b"first" and results[2] == b"mine", results
+        assert isinstance(results[1], UnicodeEncodeError)
+        assert await pipe.call("ECHO", "after") == b"after"
+    finally:
+        await pipe.aclose()
 
 
 async def test_replies_reach_their_callers_under_concurrency(redis_server: RedisServer) -> None:

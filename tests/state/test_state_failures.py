@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from pathlib import Path
@@ -211,6 +212,25 @@ def test_text_that_is_not_unicode_raises_store_unavailable(
             store.record("s\ud800", "bash", "allow", now=1.0)
         [state] = store.consume(COUNTER, now=2.0, commit=True)
     assert state.used == 0.0
+
+
+async def test_text_that_is_not_unicode_fails_alone_on_the_pipelined_redis(
+        redis_server: RedisServer) -> None:
+    """Over the pipelined connection, a consume that cannot be written fails closed alone:
+    the consumes sent in the same turn still get their own replies."""
+    store = RedisStore(redis_server.url, prefix=unique_prefix())
+    try:
+        good = [Counter("fine", 5, None)]
+        results = await asyncio.gather(
+            store.aconsume(good, now=1.0, commit=True),
+            store.aconsume([Counter("k\ud800", 1, None)], now=1.0, commit=True),
+            store.aconsume(good, now=1.0, commit=True), return_exceptions=True)
+        assert isinstance(results[1], StoreUnavailable)
+        assert [r[0].used for r in (results[0], results[2])] == [0.0, 1.0], results
+        [state] = await store.aconsume(good, now=2.0, commit=True)
+        assert state.used == 2.0
+    finally:
+        await store.aclose()
 
 
 def test_callwardens_own_state_folder_is_made_private(tmp_path: Path, monkeypatch) -> None:

@@ -50,7 +50,8 @@ _MAX_REPLY = 512 << 20  # bytes of one reply, at most (Redis's own bound of a bu
 _ONLY_STR = {str}
 
 
-def _encode(args: tuple[Any, ...]) -> bytes:
+def _encode_here(args: tuple[Any, ...]) -> bytes:
+    """A command as RESP2 bytes (without hiredis: its ``pack_command`` writes the same in C)."""
     if set(map(type, args)) == _ONLY_STR:  # a script's keys and arguments, as a rule
         text = f"*{len(args)}\r\n" + "".join([f"${len(arg)}\r\n{arg}\r\n" for arg in args])
         if text.isascii():  # then a length in characters is one in bytes
@@ -60,6 +61,9 @@ def _encode(args: tuple[Any, ...]) -> bytes:
         data = arg if isinstance(arg, bytes) else str(arg).encode()
         parts += (b"$%d\r\n" % len(data), data, _CRLF)
     return b"".join(parts)
+
+
+_encode = hiredis.pack_command if hiredis is not None else _encode_here
 
 
 def pipelinable(url: str) -> bool:
@@ -233,13 +237,16 @@ class Pipe:
         assert loop is not None
         if until <= _perf():
             raise TimeoutError("the deadline passed before the command was sent")
+        # Written before anything is queued: a command that cannot be (an argument with no
+        # UTF-8) fails alone, and no caller waits for a reply that will not come.
+        command = _encode(args)
         reply: asyncio.Future[Any] = loop.create_future()
         link.waiting.append((reply, until))
         if until < self._timer_at:
             self._arm(until)
         if not link.outgoing:
             loop.call_soon(link.flush)
-        link.outgoing.append(_encode(args))
+        link.outgoing.append(command)
         if len(link.waiting) > _MAX_WAITING:  # a server that stopped answering long ago
             link.fail(redis.ConnectionError("the Redis server stopped answering"))
         return await reply
@@ -329,9 +336,10 @@ class Pipe:
         if int(options.get("db", 0) or 0):
             commands.append(("SELECT", int(options["db"])))
         for command in commands:
+            written = _encode(command)
             answer: asyncio.Future[Any] = loop.create_future()
             link.waiting.append((answer, math.inf))
-            link.outgoing.append(_encode(command))
+            link.outgoing.append(written)
             link.flush()
             await answer  # an error reply raises
 
