@@ -132,6 +132,13 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+def machine_ticks() -> tuple[int, int, int]:
+    """(idle, stolen, all) clock ticks of the whole machine so far (/proc/stat's cpu line;
+    stolen: time the hypervisor gave this VM's cores to others)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return fields[3] + fields[4], fields[7] if len(fields) > 7 else 0, sum(fields[:8])
+
+
 def workers_of(service: int) -> list[int]:
     """The worker processes ``callwarden serve --workers N`` forked, and itself."""
     children = Path(f"/proc/{service}/task/{service}/children").read_text().split()
@@ -180,6 +187,7 @@ def main() -> None:
             asyncio.run(load(port, 2.0))
         workers = workers_of(service.pid)
         before = cpu_seconds(workers), cpu_seconds([redis.pid]), loader_seconds()
+        ticks = machine_ticks()
         if wrk is not None:
             rate, p50, p99 = wrk_load(wrk, port, SECONDS, tmp)
         else:
@@ -187,6 +195,7 @@ def main() -> None:
             rate, p50 = len(latencies) / SECONDS, statistics.median(latencies)
             p99 = latencies[int(len(latencies) * 0.99)]
         after = cpu_seconds(workers), cpu_seconds([redis.pid]), loader_seconds()
+        idle, stolen, every = (b - a for a, b in zip(ticks, machine_ticks(), strict=True))
         per_decision = [(b - a) / (rate * SECONDS) * 1e6 for a, b in zip(before, after,
                                                                           strict=True)]
     finally:
@@ -205,6 +214,9 @@ def main() -> None:
     workers, server, loader = per_decision
     print(f"  CPU per decision: workers {workers:.0f} µs, redis-server {server:.0f} µs, "
           f"load generator {loader:.0f} µs")
+    print(f"  the cores over the run: {idle / max(every, 1):.0%} idle, "
+          f"{stolen / max(every, 1):.0%} taken by the hypervisor (a busy VM host: fewer "
+          f"decisions/s for the same CPU per decision)")
 
 
 if __name__ == "__main__":

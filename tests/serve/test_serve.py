@@ -129,13 +129,18 @@ def test_decisions_of_every_effect(service: Service) -> None:
         conforms(body, "Decision")
     assert allowed["effect"] == "allow" and allowed["call"]["session"] == "s1"
     assert allowed["call"]["agent"] == "bot"  # the token's name, when the call names none
+    assert allowed["call"]["framework"] == "service"
+    named = service.decide("read_file", {"path": "a"}, session="", principal="", agent="",
+                           framework="spring-ai")
+    assert (named["call"]["session"], named["call"]["principal"], named["call"]["agent"],
+            named["call"]["framework"]) == (None, None, "bot", "spring-ai")  # empty: none
     assert (denied["effect"], denied["rule"]) == ("deny", "no-delete")
     assert "trash/" in denied["message"]
     assert capped["effect"] == "modify" and capped["args"] == {"query": "q", "limit": 5}
     assert halted["effect"] == "halt"
     decisions = [(e["tool"], e["effect"]) for e in service.events() if e["type"] == "decision"]
     assert decisions == [("read_file", "allow"), ("delete_file", "deny"), ("search", "modify"),
-                         ("wipe", "halt")]
+                         ("wipe", "halt"), ("read_file", "allow")]
 
 
 def test_a_call_that_is_not_one_is_denied_with_the_reason(service: Service) -> None:
