@@ -267,6 +267,22 @@ def test_allow_star_allows_every_public_host() -> None:
     assert matcher(allow_domains=["*"]).check_url("https://anything.example.org/") is None
 
 
+@pytest.mark.parametrize("url", [
+    "https://anything.example.org/", "http://93.184.216.34/", "https://[2606:4700::1111]/",
+    "https://b\u00fccher.de/", "//no-scheme.example/", "https://x.y.z.internal.example:8443/"])
+def test_deny_star_denies_every_host(url: str) -> None:
+    """``*`` in a deny list is every host, names and addresses alike (it used to be read as
+    the allow list's "any", and so denied nothing)."""
+    hit = matcher(deny_domains=["*"], block_private=False).check_url(url)
+    assert code(hit) == "url.denied_domain" and "the denied domain *" in hit.detail
+
+
+def test_deny_star_leaves_what_has_no_host_to_the_other_checks() -> None:
+    m = matcher(deny_domains=["*"])
+    assert code(m.check_url("file:///etc/hosts")) == "url.scheme"
+    assert matcher(deny_domains=["*"], schemes=["file"]).check_url("file:///tmp/x") is None
+
+
 def test_config_domains_are_normalized_like_hosts() -> None:
     m = matcher(allow_domains=["B\u00fcCHER.de."])
     assert m.check_url("https://xn--bcher-kva.de/") is None

@@ -89,3 +89,17 @@ def test_deny_string_still_holds_when_one_part_matches() -> None:
     guard = Guard.from_dict({"version": 1, "default": "allow", "deny": ["Bash(rm -rf *)"]})
 
     assert guard.check("Bash", {"command": "ls -la && rm -rf /"}).effect == "deny"
+
+
+@pytest.mark.parametrize("effect", ["deny", "ask"])
+def test_a_webfetch_string_for_every_domain_covers_every_url(effect: str) -> None:
+    """``WebFetch(domain:*)`` in ``deny:`` or ``ask:`` is every fetch (it denied none);
+    in ``allow:`` it allows every public one."""
+    guard = Guard.from_dict({"version": 1, effect: ["WebFetch(domain:*)"]})
+    for url in ("https://example.com/", "http://10.0.0.1/admin", "https://a.b.example.org/x"):
+        decision = guard.check("WebFetch", {"url": url})
+        assert (decision.effect, decision.rule) == (effect, f"{effect}:WebFetch(domain:*)"), url
+    assert guard.check("Read", {"file_path": "a.txt"}).effect == "allow"
+    allowing = Guard.from_dict({"version": 1, "default": "deny",
+                                "allow": ["WebFetch(domain:*)"]})
+    assert allowing.check("WebFetch", {"url": "https://example.com/"}).effect == "allow"

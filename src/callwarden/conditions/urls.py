@@ -42,18 +42,21 @@ _UNSEEN: Any = object()
 
 
 class _DomainSet:
-    __slots__ = ("_apex", "_exact", "_networks", "_wild", "allow_all")
+    """Domain entries, matched against a URL's host. ``*`` alone matches every host: in an
+    allow list it allows any, in a deny list it denies any."""
+
+    __slots__ = ("_apex", "_exact", "_networks", "_wild", "every")
 
     def __init__(self, entries: list[str], key: str, *, wildcard_matches_apex: bool) -> None:
         self._exact: dict[str, str] = {}
         self._wild: dict[str, str] = {}
         self._networks: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str]] = []
         self._apex = wildcard_matches_apex
-        self.allow_all = False
+        self.every: str | None = None  # the "*" entry, when there is one
         for i, entry in enumerate(entries):
             text = entry.strip()
             if text == "*":
-                self.allow_all = True
+                self.every = entry
                 continue
             try:
                 self._networks.append((ipaddress.ip_network(text.strip("[]"), strict=False),
@@ -77,6 +80,9 @@ class _DomainSet:
                 self._exact[info.host] = entry
 
     def match(self, info: UrlInfo) -> str | None:
+        """The entry that matches the URL's host, or None."""
+        if self.every is not None:
+            return self.every
         if info.ip is not None:
             for net, text in self._networks:
                 if info.ip in net or (info.embedded_ip is not None and info.embedded_ip in net):
@@ -265,7 +271,7 @@ class UrlMatcher:
             return Hit(f"{shown} goes to an internal destination: {info.reason}",
                        code="url.private_address")
         allow = self._allow
-        if allow is not None and not allow.allow_all and allow.match(info) is None:
+        if allow is not None and allow.match(info) is None:
             note = f" (the part before '@', {info.userinfo!r}, is not the host)" if (
                 info.userinfo) else ""
             return Hit(f"{shown} goes to {info.host}, which is not an allowed domain{note}",
