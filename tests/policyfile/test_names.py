@@ -147,3 +147,24 @@ def test_slips_in_an_extended_policy_are_reported_in_that_file(tmp_path) -> None
         Guard.from_file(tmp_path / "p.yaml")
     assert f"{tmp_path / 'base.yaml'}:2" in str(info.value)
     assert "did you mean 'Bash'" in str(info.value)
+
+
+@pytest.mark.parametrize("effect", ["deny", "ask", "allow"])
+def test_an_mcp_servers_name_alone_covers_every_tool_of_that_server(effect: str) -> None:
+    """``mcp__github`` is every tool of the github server, as Claude Code reads it (it used
+    to name a tool called exactly that, so a deny of the server let its tools through)."""
+    default = "deny" if effect == "allow" else "allow"
+    guard = loads(f'version: 1\ndefault: {default}\n{effect}: ["mcp__github"]\n')
+    for tool in ("mcp__github__create_issue", "mcp__github__delete_repo", "mcp__github"):
+        decision = guard.check(tool, {})
+        assert (decision.effect, decision.rule) == (effect, f"{effect}:mcp__github"), tool
+    for other in ("mcp__github_enterprise__create_issue", "mcp__gitlab__create_issue",
+                  "mcp__githubx"):
+        assert guard.check(other, {}).effect == default, other
+
+
+def test_an_mcp_tools_full_name_stays_that_tool_alone() -> None:
+    guard = loads('version: 1\ndeny: ["mcp__github__delete_repo"]\n')
+    assert guard.check("mcp__github__delete_repo", {}).effect == "deny"
+    assert guard.check("mcp__github__delete_repo_x", {}).effect == "allow"
+    assert guard.check("mcp__github__delete_repo__v2", {}).effect == "allow"

@@ -5,7 +5,8 @@ The tool name stands for a tool kind where coding agents have one (``Bash`` gove
 shell tool); the pattern inside the parentheses is compiled by the condition of that kind, so
 it is flag-aware for shells, canonicalized for paths and host-aware for URLs.
 
-Any other name is a tool name (or a glob of tool names) and governs that tool only. Its
+An MCP server's name alone (``mcp__github``) governs every tool of that server, as in Claude
+Code. Any other name is a tool name (or a glob of tool names) and governs that tool only. Its
 pattern is read the way the tool's kind reads patterns — the kind its ``tools:`` profile
 declares, else the built-in default for that name — so with ``tools: {bash: {kind: shell}}``,
 ``bash(rm -rf *)`` is a parsed, flag-aware shell pattern on the tool ``bash`` (it catches
@@ -188,10 +189,12 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
             check.error(item_path, *slip)
             continue
         kind = _PERMISSION_KINDS.get(name)
-        selector = Selector(kinds=(kind,)) if kind else Selector(tools=check.globs((name,),
-                                                                                   item_path))
+        whole = pattern is None or pattern.strip() in ("", "*")
+        selector = Selector(kinds=(kind,)) if kind else Selector(tools=check.globs(
+            _server_tools(name) if whole else (name,), item_path))
         conditions: list[tuple[str, Matcher]] = []
-        if pattern is not None and pattern.strip() not in ("", "*"):
+        if not whole:
+            assert pattern is not None
             if kind is None and not is_glob(name):
                 profile = tool_profile(name, profiles)
                 if profile.primary_role is None:
@@ -219,6 +222,16 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
                           conditions=conditions, source=lines.source(item_path),
                           order=order + len(rules)))
     return rules
+
+
+def _server_tools(name: str) -> tuple[str, ...]:
+    """The tool names a permission name covers: ``mcp__github``, an MCP server's name alone,
+    is every tool of that server (``mcp__github__*``), as coding agents read it; any other
+    name, itself."""
+    server = name[len("mcp__"):] if name.startswith("mcp__") else ""
+    if not server or "__" in server or is_glob(name):
+        return (name,)
+    return (name, f"{name}__*")
 
 
 _NO_PRIMARY_HINT = ("a pattern matches a tool's command, path, url, recipient, amount, query or "
