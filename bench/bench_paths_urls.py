@@ -3,7 +3,9 @@
 Run: ``python bench/bench_paths_urls.py``. Prints the median of 31 batches, per call, for:
 the paths matcher on a tool call (warm cache; with and without symlink resolution, which
 makes syscalls on every call by design), the urls matcher (warm), both on never-seen inputs
-(cold: full canonicalization / parsing), and the link scan of a 1 KB chat message.
+(cold: full canonicalization / parsing), and the link scan of a 1 KB chat message; and a
+``Guard.check`` of a ``WebFetch`` call under 1, 50 and 200 ``WebFetch(domain:...)`` deny strings
+(their deny lists checked as one: flat in their number), a URL seen before and one never seen.
 """
 
 from __future__ import annotations
@@ -129,10 +131,25 @@ def bench_urls() -> None:
            median_us(lambda i: scanner.check_text(plain), 5000))
 
 
+def bench_domain_denies() -> None:
+    from callwarden import Guard
+
+    seen = {"url": "https://docs.python.org/3/library/", "prompt": "summarize"}
+    for count in (1, 50, 200):
+        guard = Guard.from_dict({"version": 1, "deny": [
+            *(f"WebFetch(domain:blocked{k}.example)" for k in range(count)), "Bash(rm -rf *)"]})
+        report(f"check under {count} WebFetch(domain:) denies, URL seen before",
+               median_us(lambda i, g=guard: g.check("WebFetch", seen), 2000))
+        report(f"check under {count} WebFetch(domain:) denies, URL never seen",
+               median_us(lambda i, g=guard, c=count: g.check("WebFetch", {
+                   "url": f"https://site{i}-{c}.org/p", "prompt": "summarize"}), 200))
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         bench_paths(Path(tmp) / "project")
     bench_urls()
+    bench_domain_denies()
 
 
 if __name__ == "__main__":

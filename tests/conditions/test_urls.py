@@ -6,6 +6,8 @@ import ipaddress
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from callwarden._call import ToolCall
 from callwarden._profiles import ToolProfile, default_profile
@@ -454,3 +456,54 @@ def test_scan_text_allows_an_allowed_domain_without_a_scheme() -> None:
     text = "see corp.com/wiki, README.md and main.py"
     assert find_urls(text) == ["corp.com/wiki"]
     assert m(subject("send_message", {"text": text})) is None
+
+
+# ------------------------------------------------------------------ unions
+
+_ENTRIES = ["example.com", "*.example.com", ".evil.org", "10.0.0.0/8", "192.168.1.5", "[::1]",
+            "2606:4700::/32", "b\u00fccher.de", "*", "sub.example.net", "localhost",
+            "127.0.0.1", "xn--80ak6aa92e.com"]
+_URLS = ["https://example.com/", "https://a.b.example.com/x", "https://evil.org",
+         "https://www.evil.org/p", "http://10.1.2.3/", "http://192.168.1.5:80/x", "http://[::1]/",
+         "https://[2606:4700::1111]/", "https://xn--bcher-kva.de/", "https://sub.example.net",
+         "https://example.net", "https://other.net", "ftp://example.com", "file:///etc/passwd",
+         "https://u:p@other.net/", "https://other.net@example.com/", "not a url ::",
+         "http://localhost:8080", "http://0x7f.1/", "//example.com", "https://example.com.",
+         "mailto:x@example.com", "", "http://169.254.169.254/latest", "https://\u0430pple.com"]
+_SETTINGS = [{}, {"block_private": False}, {"allow_userinfo": True, "allow_loopback": True},
+             {"schemes": ["https"]}, {"scan_text": True}, {"scan_text": True, "max_scan_chars": 40},
+             {"schemes": ["http", "https", "ftp", "file"], "block_private": False}]
+
+
+@settings(max_examples=300, deadline=None)
+@given(lists=st.lists(st.lists(st.sampled_from(_ENTRIES), min_size=1, max_size=3),
+                      min_size=2, max_size=4),
+       shared=st.sampled_from(_SETTINGS),
+       urls=st.lists(st.sampled_from(_URLS), min_size=1, max_size=3),
+       shape=st.sampled_from(["url", "urls", "text"]))
+def test_a_union_of_deny_lists_finds_something_exactly_when_a_member_would(
+        lists: list[list[str]], shared: dict[str, Any], urls: list[str], shape: str) -> None:
+    members = [matcher(deny_domains=entries, **shared) for entries in lists]
+    assert all(m.group_key == members[0].group_key is not None for m in members)
+    union = UrlMatcher.union(members)
+    if shape == "url":
+        args: dict[str, Any] = {"url": urls[0]}
+    elif shape == "urls":
+        args = {"url": urls[0], "urls": urls[1:]}
+    else:
+        args = {"url": urls[0], "message": " and ".join(urls)}
+    s = subject("web_fetch", args)
+    found = [m(s) is not None for m in members]
+    assert (union(s) is not None) == any(found), (lists, shared, args, found)
+
+
+def test_only_deny_lists_alone_have_a_union() -> None:
+    assert matcher(deny_domains=["a.com"]).group_key is not None
+    assert matcher(deny_domains=["a.com"], allow_domains=["b.com"]).group_key is None
+    assert matcher(allow_domains=["b.com"]).group_key is None
+    assert matcher(block_private=True).group_key is None  # no list: nothing to merge
+    assert matcher(deny_domains=["a.com"]).group_key != \
+        matcher(deny_domains=["a.com"], block_private=False).group_key
+    with pytest.raises(ValueError, match="group_key"):
+        UrlMatcher.union([matcher(deny_domains=["a.com"]),
+                          matcher(deny_domains=["b.com"], scan_text=True)])

@@ -153,3 +153,22 @@ def test_rules_whose_union_cannot_be_made_are_checked_one_by_one(
     assert not plan.unions and len(plan.ungrouped) == 6
     assert g.check("deploy", {"env": "prod-2"}).rule == "rule-3"
     assert g.check("deploy", {"env": "staging"}).allowed
+
+
+def test_many_domain_deny_rules_are_one_union_and_decide_as_alone() -> None:
+    g = Guard.from_dict({
+        "version": 1, "timeout": "60s",
+        "deny": [*(f"WebFetch(domain:bad{i}.example)" for i in range(40)), "WebFetch(domain:*.evil.org)"],
+        "ask": ["WebFetch(domain:docs.evil.org)"]})
+    plan = g.engine._plan("WebFetch")[1]
+    assert len(plan.unions) == 1 and len(plan.grouped) == 42 and not plan.ungrouped
+    assert g.check("WebFetch", {"url": "https://www.bad33.example/x"}).rule == \
+        "deny:WebFetch(domain:bad33.example)"
+    decision = g.check("WebFetch", {"url": "https://docs.evil.org/"})
+    assert decision.effect is Effect.DENY
+    assert {m.rule for m in decision.matched} == {"deny:WebFetch(domain:*.evil.org)",
+                                                  "ask:WebFetch(domain:docs.evil.org)"}
+    assert g.check("WebFetch", {"url": "https://docs.python.org/3/"}).effect is Effect.ALLOW
+    assert g.check("WebFetch", {"url": "https://bad3.example.com/"}).effect is Effect.ALLOW
+    # What every rule refuses alike (no URL, not a URL): each judges it, the first decides.
+    assert g.check("WebFetch", {"prompt": "x"}).rule == "deny:WebFetch(domain:bad0.example)"

@@ -9,7 +9,7 @@ CIDRs; they are domain patterns, not globs.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from callwarden.analysis.urls import (
@@ -124,8 +124,8 @@ class UrlMatcher:
     ``url.private_address``, ``url.invalid``, ``url.userinfo``.
     """
 
-    __slots__ = ("_allow", "_block_private", "_cache", "_deny", "_loopback", "_max_scan",
-                 "_scan_text", "_schemes", "_userinfo")
+    __slots__ = ("_allow", "_block_private", "_cache", "_deny", "_deny_entries", "_loopback",
+                 "_max_scan", "_scan_text", "_schemes", "_userinfo", "group_key")
 
     def __init__(self, config: Any, env: CompileEnv | None = None) -> None:
         if config is None:
@@ -144,6 +144,7 @@ class UrlMatcher:
         deny = config_str_list(config, "deny_domains", example="'*.example.com'")
         self._deny = _DomainSet(deny or [], "deny_domains",
                                 wildcard_matches_apex=True)
+        self._deny_entries = tuple(deny or ())
         schemes = config_str_list(config, "schemes", example="'*.example.com'")
         self._schemes = frozenset(s.lower().rstrip(":/") for s in (schemes or ["http", "https"]))
         self._block_private = config_bool(config, "block_private", True)
@@ -155,6 +156,28 @@ class UrlMatcher:
             raise ConfigError("max_scan_chars must be a positive integer", key="max_scan_chars")
         self._max_scan = max_scan
         self._cache: dict[str, Hit | None] = {}
+        #: The settings conditions of deny lists alone share to be checked as one (``union``,
+        #: as ``PathMatcher.group_key``): every check but the deny list is the same for all
+        #: of them. None with an allow list (what one allows, another may not).
+        self.group_key: tuple[Any, ...] | None = None
+        if deny and self._allow is None:
+            self.group_key = ("urls", self._schemes, self._block_private, self._userinfo,
+                              self._loopback, self._scan_text, self._max_scan)
+
+    @classmethod
+    def union(cls, matchers: Sequence[UrlMatcher]) -> UrlMatcher:
+        """One condition of every denied domain of ``matchers`` (all of one ``group_key``):
+        it finds nothing exactly when none of them would, since their other checks (scheme,
+        address class, credentials, links in text) are the same and a URL is denied when its
+        host matches one of the lists."""
+        key = matchers[0].group_key
+        if key is None or any(m.group_key != key for m in matchers):
+            raise ValueError("only urls conditions of one group_key have a union")
+        _, schemes, block_private, userinfo, loopback, scan_text, max_scan = key
+        return cls({"deny_domains": [entry for m in matchers for entry in m._deny_entries],
+                    "schemes": sorted(schemes), "block_private": block_private,
+                    "allow_userinfo": userinfo, "allow_loopback": loopback,
+                    "scan_text": scan_text, "max_scan_chars": max_scan})
 
     def __call__(self, subject: Subject) -> Hit | None:
         """Checks the tool's URL argument(s) and, with ``scan_text``, links in every string."""
