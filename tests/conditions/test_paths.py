@@ -721,3 +721,58 @@ def test_a_union_finds_what_its_matchers_do_whatever_changed_on_disk_since(
     subject = Subject(ToolCall("read_file", {"path": "/data/dev/.aws/credentials"}), READ)
     assert members[1](subject) is not None
     assert union(Subject(subject.call, subject.profile)) is not None
+
+
+# ------------------------------------------------------------------ case-folding filesystems
+
+
+def test_whether_a_filesystem_folds_case_is_looked_up(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The directory's name with its case swapped is looked up: the same directory there is a
+    filesystem that folds case (made here by a link, as this one tells case apart)."""
+    from callwarden.analysis import paths as analysis_paths
+
+    folds = analysis_paths.folds_case
+    (tmp_path / "Workspace").mkdir()
+    (tmp_path / "Folding").mkdir()
+    (tmp_path / "fOLDING").symlink_to(tmp_path / "Folding")
+    (tmp_path / "123").mkdir()
+    folds.cache_clear()
+    try:
+        for platform in ("linux", "darwin"):  # looked up: the platform does not matter
+            monkeypatch.setattr(analysis_paths.sys, "platform", platform)
+            folds.cache_clear()
+            assert folds(str(tmp_path / "Workspace")) is False
+            assert folds(str(tmp_path / "Folding")) is True
+            assert folds(str(tmp_path / "Folding" / "123")) is True  # its lettered part
+            assert folds(str(tmp_path / "Workspace" / "123")) is False
+        # Nothing to look up (no letters, no such directory): the platform's rule.
+        for platform, rule in (("linux", False), ("darwin", True), ("win32", True)):
+            monkeypatch.setattr(analysis_paths.sys, "platform", platform)
+            folds.cache_clear()
+            assert folds("/") is rule and folds(str(tmp_path / "No-such-dir")) is rule
+    finally:
+        folds.cache_clear()
+
+
+def test_on_a_filesystem_that_folds_case_a_deny_catches_every_spelling(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS and Windows as installed: ``~/.SSH/id_rsa`` is ``~/.ssh/id_rsa``, so a deny of
+    ``~/.ssh/**`` denies it; a policy's own ``case_insensitive: false`` still stands."""
+    from callwarden import Guard
+    from callwarden.conditions import paths as condition_paths
+
+    def policy() -> Guard:
+        return Guard.from_dict({"version": 1, "deny": ["Read(~/.ssh/**)"], "rules": [
+            {"id": "exact-case", "match": {"tool": "read_notes"},
+             "paths": {"deny": ["~/.notes/**"], "case_insensitive": False}, "effect": "deny"}],
+            "tools": {"read_notes": {"kind": "file.read", "path": "path"}}})
+
+    here = policy()  # this machine's filesystem tells case apart: another file
+    assert here.check("Read", {"file_path": "~/.SSH/id_rsa"}).effect == "allow"
+    monkeypatch.setattr(condition_paths, "folds_case", lambda directory: True)
+    folding = policy()
+    for spelling in ("~/.SSH/id_rsa", "~/.Ssh/config", "~/.ssh/ID_RSA", "~/.ssh/id_rsa"):
+        assert folding.check("Read", {"file_path": spelling}).rule == "deny:Read(~/.ssh/**)"
+    assert folding.check("read_notes", {"path": "~/.notes/a"}).effect == "deny"
+    assert folding.check("read_notes", {"path": "~/.NOTES/a"}).effect == "allow"

@@ -35,6 +35,7 @@ __all__ = [
     "PathCanonicalizer",
     "canonical_path",
     "collapse_plain",
+    "folds_case",
     "lexical_abs",
     "load_sensitive_globs",
     "resolve_physical",
@@ -42,6 +43,34 @@ __all__ = [
 
 
 MAX_PATH_CHARS = 4096 * 4
+
+#: Where the filesystem folds case as a rule (APFS and NTFS as installed): the answer of
+#: ``folds_case`` when it cannot tell by looking.
+_FOLDING_PLATFORMS = ("darwin", "win32", "cygwin")
+
+
+@lru_cache(maxsize=64)
+def folds_case(directory: str) -> bool:
+    """Whether the filesystem holding ``directory`` finds a name whatever its case (macOS and
+    Windows as installed: there ``~/.SSH/id_rsa`` is ``~/.ssh/id_rsa``), found by looking up
+    the deepest part of the path that has letters with their case swapped; where that tells
+    nothing (no letters, or no such directory), what the platform does as a rule."""
+    path = os.path.abspath(directory)
+    while True:
+        parent, name = os.path.split(path)
+        if name.swapcase() != name:
+            break
+        if parent == path:  # no letters anywhere
+            return sys.platform in _FOLDING_PLATFORMS
+        path = parent
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return sys.platform in _FOLDING_PLATFORMS
+    try:
+        return os.path.samestat(found, os.stat(os.path.join(parent, name.swapcase())))
+    except (OSError, ValueError):
+        return False  # it is there, and not under its other spelling
 
 
 MAX_PATHS_PER_CALL = 1024

@@ -30,6 +30,7 @@ from callwarden.analysis.paths import (
     CanonicalPath,
     PathCanonicalizer,
     collapse_plain,
+    folds_case,
     lexical_abs,
     load_sensitive_globs,
     resolve_physical,
@@ -118,7 +119,6 @@ class PathMatcher:
             raise ConfigError("paths: needs at least one of deny, allow_roots, sensitive or "
                               "callwarden_files",
                               hint="e.g. paths: {deny: ['~/.ssh/**'], allow_roots: ['.']}")
-        self._case = config_bool(config, "case_insensitive", False)
         self._resolve = config_bool(config, "resolve_symlinks", True)
         self._glob_dot = config_bool(config, "glob_dotfiles", False)
         root = _opt_str(config, "root") or str(env.options.get("project_root") or os.getcwd())
@@ -126,6 +126,13 @@ class PathMatcher:
         home = _opt_str(config, "home") or str(env.options.get("home") or os.path.expanduser("~"))
         fs_root = _opt_str(config, "fs_root")
         self._fs_root = lexical_abs(fs_root, str(env.base_dir)) if fs_root else None
+        # Unless the policy says, as the filesystem does: where it folds case (macOS, Windows)
+        # ~/.SSH/id_rsa is ~/.ssh/id_rsa, and a deny of ~/.ssh/** must catch it.
+        if "case_insensitive" in config:
+            self._case = config_bool(config, "case_insensitive", False)
+        else:
+            self._case = folds_case(self._fs_root) if self._fs_root else \
+                folds_case(root) or folds_case(home)
         # The per-call memo's key for where a path really leads is this and the path.
         self._memo_head = "callwarden.paths.physical:" + (self._fs_root or "") + ":"
         passwd = config_bool(config, "passwd", False)
