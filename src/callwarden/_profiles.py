@@ -205,7 +205,8 @@ def _table(kind: str, *names: str) -> dict[str, str]:
 
 # Defaults for the tool names of well-known agents and frameworks (Claude Code and its older
 # names, Gemini CLI, Codex, OpenHands, Amazon Q, Cline, Cursor, Windsurf, VS Code Copilot,
-# Continue, OpenAI Agents SDK, LangChain community tools, MCP reference servers).
+# Continue, OpenAI Agents SDK, LangChain community tools, MCP reference servers, the browser
+# MCP servers).
 _DEFAULT_KINDS: Mapping[str, str] = {
     **_table("shell", "bash", "Bash", "shell", "sh", "run_shell_command", "shell_command",
              "local_shell", "execute_command", "run_command", "terminal", "exec", "exec_command",
@@ -226,7 +227,10 @@ _DEFAULT_KINDS: Mapping[str, str] = {
              "replace_string_in_file", "fs_write", "builtin_create_new_file",
              "builtin_edit_existing_file", "file_delete", "copy_file", "edit_notebook"),
     **_table("http", "fetch", "WebFetch", "web_fetch", "http_request", "http_get", "requests_get",
-             "requests_post", "curl", "browse", "open_url"),
+             "requests_post", "curl", "browse", "open_url",
+             # A browser sent to a URL (Playwright's, Puppeteer's and Chrome DevTools' MCP
+             # servers) reaches it as a fetch does, and what it shows is the web's content.
+             "browser_navigate", "puppeteer_navigate", "navigate_page"),
     **_table("search", "WebSearch", "web_search", "google_web_search", "search"),
     **_table("email", "send_email", "send_mail", "email", "gmail_send", "send_message_email"),
     **_table("message", "send_message", "slack_post_message", "post_message", "send_slack"),

@@ -269,6 +269,24 @@ def test_well_known_tool_names_have_default_profiles() -> None:
     assert g.profile("no_such_tool").kind == "unknown"
 
 
+@pytest.mark.parametrize("tool", ["mcp__playwright__browser_navigate",
+                                  "mcp__puppeteer__puppeteer_navigate",
+                                  "mcp__chrome-devtools__navigate_page", "browser_navigate"])
+def test_a_browser_sent_to_a_url_is_governed_as_a_fetch(tool: str) -> None:
+    """Domain rules reach the browser MCP servers' navigation (it was kind ``mcp``, so
+    ``WebFetch(domain:...)`` did not apply to it), and the page it shows is untrusted."""
+    g = Guard.from_dict({"version": 1, "deny": ["WebFetch(domain:evil.example)"],
+                         "rules": [{"id": "after-web", "match": {"tool": "send_email"},
+                                    "after_untrusted": True, "effect": "ask"}]})
+    assert g.profile(tool).kind == "http"
+    denied = g.check(tool, {"url": "https://login.evil.example/"})
+    assert (denied.effect, denied.rule) == (Effect.DENY, "deny:WebFetch(domain:evil.example)")
+    shown = g.run(tool, {"url": "https://docs.example.org/"}, lambda url: "page text",
+                  session="s1")
+    assert shown == "page text"
+    assert g.check("send_email", {"to": "a@b.example"}, session="s1").effect is Effect.ASK
+
+
 def test_policy_profiles_override_defaults_and_name_arguments() -> None:
     g = guard(tools={"runner": {"kind": "shell", "command": "cmd"}})
     p = g.profile("runner")
