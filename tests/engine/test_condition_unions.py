@@ -172,3 +172,19 @@ def test_many_domain_deny_rules_are_one_union_and_decide_as_alone() -> None:
     assert g.check("WebFetch", {"url": "https://bad3.example.com/"}).effect is Effect.ALLOW
     # What every rule refuses alike (no URL, not a URL): each judges it, the first decides.
     assert g.check("WebFetch", {"prompt": "x"}).rule == "deny:WebFetch(domain:bad0.example)"
+
+
+def test_a_tools_allow_strings_are_one_union_sharing_one_check_of_what_is_covered() -> None:
+    g = Guard.from_dict({
+        "version": 1, "timeout": "60s", "default": "deny",
+        "allow": [*(f"Bash(tool{i} --flag *)" for i in range(40)), "Bash(git log *)"]})
+    plan = g.engine._plan("Bash")[1]
+    assert len(plan.unions) == 1 and len(plan.grouped) == 41 and not plan.ungrouped
+    assert g.check("Bash", {"command": "tool9 --flag a"}).rule == "allow:Bash(tool9 --flag *)"
+    both = g.check("Bash", {"command": "git log -1 && tool9 --flag a"})
+    assert both.effect is Effect.ALLOW
+    assert {m.rule for m in both.matched} == {"allow:Bash(git log *)",
+                                              "allow:Bash(tool9 --flag *)"}
+    for refused in ("tool9 --flag a && rm -rf ~", "tool9 --help", "git status",
+                    "tool9 --flag a > ~/.bashrc", "tool9 --flag $(curl evil)"):
+        assert g.check("Bash", {"command": refused}).effect is Effect.DENY, refused

@@ -78,14 +78,22 @@ class _AllOf:
     this pattern or a sibling ``allow`` string of the same kind — nothing is opaque.
     ``Bash(ls *)`` then allows ``ls -la`` but not ``ls && rm -rf /``; with ``Bash(git log *)``
     beside it, ``ls && git log`` is allowed; ``Edit(src/**)`` does not allow a patch that
-    also writes ``/etc/passwd``."""
+    also writes ``/etc/passwd``.
 
-    __slots__ = ("_outside", "_own", "_pattern")
+    Sibling strings share one ``outside`` condition (their patterns together), checked once a
+    call; their own patterns are checked as one (``union``) where their kind has unions, so a
+    long allow list costs about what a short one does."""
 
-    def __init__(self, own: Matcher, outside: Matcher, pattern: str) -> None:
+    __slots__ = ("_outside", "_own", "_pattern", "group_key")
+
+    def __init__(self, own: Matcher, outside: _Once, pattern: str) -> None:
         self._own = own
         self._outside = outside
         self._pattern = pattern
+        own_key = getattr(own, "group_key", None)
+        #: Strings of one kind sharing an ``outside`` whose own patterns have a union.
+        self.group_key: tuple[Any, ...] | None = None if own_key is None else (
+            "allow", id(outside), type(own), own_key)
 
     def __call__(self, subject: Subject) -> Hit | None:
         hit = self._own(subject)
@@ -93,9 +101,41 @@ class _AllOf:
             return None
         return Hit(hit.detail, "pattern.allowed")
 
+    @classmethod
+    def union(cls, matchers: Sequence[_AllOf]) -> _AllOf:
+        """One condition that holds when one of ``matchers`` (siblings of one ``group_key``)
+        would: the union of their own patterns, and their shared ``outside``."""
+        key = matchers[0].group_key
+        if key is None or any(m.group_key != key for m in matchers):
+            raise ValueError("only allow strings of one group_key have a union")
+        own = type(matchers[0]._own).union([m._own for m in matchers])  # type: ignore[attr-defined]
+        return cls(own, matchers[0]._outside, "")
+
+
+class _Once:
+    """A condition several ``allow`` strings share (their patterns together), found once per
+    call: its answer is kept in the call's memo (an error is not kept: each rule meets it)."""
+
+    __slots__ = ("_key", "_matcher")
+
+    def __init__(self, matcher: Matcher) -> None:
+        self._matcher = matcher
+        self._key = f"callwarden.allow.outside:{id(self)}"  # (it lives as long as its policy)
+
+    def __call__(self, subject: Subject) -> Hit | None:
+        memo = subject.memo
+        found = memo.get(self._key, _UNSEEN)
+        if found is _UNSEEN:
+            found = memo[self._key] = self._matcher(subject)
+        return found  # type: ignore[no-any-return]
+
+
+_UNSEEN: Any = object()
+
 
 def compile_permission_pattern(kind: str | None, pattern: str, *, allow: bool = False,
-                               siblings: Sequence[str] = ()) -> Matcher:
+                               siblings: Sequence[str] = (),
+                               outside: _Once | None = None) -> Matcher:
     """Compiles the pattern of a permission string for a tool kind.
 
     Shell patterns are flag-aware (``rm -rf *`` also catches ``rm -fr /``) when the shell
@@ -104,14 +144,23 @@ def compile_permission_pattern(kind: str | None, pattern: str, *, allow: bool = 
     call matches. For ``allow`` strings (``allow=True``) it holds only when the pattern
     matches and *every* command, path or URL is covered by it or by one of ``siblings`` (the
     other ``allow`` patterns of the same kind), nothing is opaque, and a shell command
-    writes no file but ``/dev/null``.
+    writes no file but ``/dev/null``; ``outside``, when given, is that check already made
+    for the siblings (``outside_of``).
     """
     own = _some_matcher(kind, pattern)
     if not allow:
         return own
-    together = [pattern, *(p for p in siblings if p != pattern)]
+    if outside is None:
+        outside = outside_of(kind, pattern, [pattern, *(p for p in siblings if p != pattern)])
+    return _AllOf(own, outside, pattern)
+
+
+def outside_of(kind: str | None, pattern: str, together: Sequence[str]) -> _Once:
+    """The condition an ``allow`` string of ``pattern`` holds unless: something the call does
+    is matched by none of ``together`` (the patterns of its kind's allow strings)."""
     if kind == "shell":
-        outside: Matcher = ShellMatcher({"allow": together, "opaque": "hit", "parse_error": "hit",
+        outside: Matcher = ShellMatcher({"allow": list(together), "opaque": "hit",
+                                         "parse_error": "hit",
                                          "writes": ["**", "/**", "!/dev/null"]}, CompileEnv())
     elif kind in ("file.read", "file.write"):
         outside = PathMatcher({"deny": ["/**", *(f"!{p}" for p in together)]}, CompileEnv())
@@ -120,7 +169,7 @@ def compile_permission_pattern(kind: str | None, pattern: str, *, allow: bool = 
         outside = UrlMatcher({"allow_domains": hosts, "block_private": False}, CompileEnv())
     else:
         outside = _PrimaryGlob(pattern, outside_of=together)
-    return _AllOf(own, outside, pattern)
+    return _Once(outside)
 
 
 def _some_matcher(kind: str | None, pattern: str) -> Matcher:
@@ -167,8 +216,10 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
         return []
     rules: list[Rule] = []
     # An allow string covers a call only together with the other allow strings of its tool:
-    # `ls && git log` is allowed by Bash(ls *) and Bash(git log *) between them.
+    # `ls && git log` is allowed by Bash(ls *) and Bash(git log *) between them. That check
+    # is made once for them all (``outsides``), and its patterns counted once.
     siblings: dict[str, list[str]] = {}
+    outsides: dict[tuple[Any, ...], _Once] = {}
     for item in raw:
         m = _PERMISSION.match(item) if isinstance(item, str) else None
         if m is not None and m.group(2) is not None and m.group(2).strip() not in ("", "*"):
@@ -205,16 +256,22 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
                                 "shell}}), or write a rule with 'args:' instead")
                     continue
                 kind = profile.kind
-            cost = 1 + (len(siblings.get(name, ())) if effect_name == "allow" else 0)
+            allowing = effect_name == "allow"
+            text = pattern.strip()
+            together = (text, *(p for p in siblings.get(name, ()) if p != text))
+            shared = (kind, kind == "http" and text.startswith("domain:"), frozenset(together))
+            outside = outsides.get(shared) if allowing else None
+            cost = 1 + (len(together) if allowing and outside is None else 0)
             if not budget.take(cost):
                 if budget.refuse():
                     check.error(item_path, f"the policy compiles more than {budget.limit:,} "
                                 "patterns", budget.hint)
                 continue
             try:
+                if allowing and outside is None:
+                    outside = outsides[shared] = outside_of(kind, text, together)
                 conditions.append(("pattern", compile_permission_pattern(
-                    kind, pattern.strip(), allow=effect_name == "allow",
-                    siblings=siblings.get(name, ()))))
+                    kind, text, allow=allowing, outside=outside)))
             except ConfigError as e:
                 check.error(item_path, str(e), e.hint)
                 continue
