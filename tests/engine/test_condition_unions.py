@@ -100,17 +100,25 @@ def shell_guard() -> Guard:
         "ask": ["Bash(git push *)"]})
 
 
+def decides_as_alone(g: Guard, tool: str, key: str, single: tuple[str, str],
+                     both: tuple[str, set[str]], asked: str, allowed: list[str]) -> None:
+    """One grouped rule's value decides by that rule; a value two match gets both (the
+    strictest wins); an asked value is asked; values none match are allowed."""
+    assert len(g.engine._plan(tool)[1].unions) == 1
+    assert g.check(tool, {key: single[0]}).rule == single[1]
+    decision = g.check(tool, {key: both[0]})
+    assert decision.effect is Effect.DENY and {m.rule for m in decision.matched} == both[1]
+    assert g.check(tool, {key: asked}).effect is Effect.ASK
+    for value in allowed:
+        assert g.check(tool, {key: value}).effect is Effect.ALLOW, value
+
+
 def test_many_shell_deny_rules_are_one_union_and_decide_as_alone() -> None:
     g = shell_guard()
-    assert len(g.engine._plan("bash")[1].unions) == 1
-    assert g.check("bash", {"command": "tool33 --force now"}).rule == \
-        "deny:Bash(tool33 --force *)"
-    decision = g.check("bash", {"command": "cd repo && git push --force origin main"})
-    assert decision.effect is Effect.DENY
-    assert {m.rule for m in decision.matched} == {"deny:Bash(git push --force *)",
-                                                  "ask:Bash(git push *)"}
-    assert g.check("bash", {"command": "git push origin main"}).effect is Effect.ASK
-    assert g.check("bash", {"command": "tool33 --help"}).effect is Effect.ALLOW
+    decides_as_alone(g, "bash", "command", ("tool33 --force now", "deny:Bash(tool33 --force *)"),
+                     ("cd repo && git push --force origin main",
+                      {"deny:Bash(git push --force *)", "ask:Bash(git push *)"}),
+                     "git push origin main", ["tool33 --help"])
     unparsable = g.check("bash", {"command": "echo 'unterminated"})
     assert unparsable.effect is Effect.DENY  # every rule finds it unparsable: the first decides
 
@@ -158,18 +166,17 @@ def test_rules_whose_union_cannot_be_made_are_checked_one_by_one(
 def test_many_domain_deny_rules_are_one_union_and_decide_as_alone() -> None:
     g = Guard.from_dict({
         "version": 1, "timeout": "60s",
-        "deny": [*(f"WebFetch(domain:bad{i}.example)" for i in range(40)), "WebFetch(domain:*.evil.org)"],
-        "ask": ["WebFetch(domain:docs.evil.org)"]})
+        "deny": [*(f"WebFetch(domain:bad{i}.example)" for i in range(40)),
+                 "WebFetch(domain:*.evil.org)"],
+        "ask": ["WebFetch(domain:docs.evil.org)", "WebFetch(domain:ask.example)"]})
     plan = g.engine._plan("WebFetch")[1]
-    assert len(plan.unions) == 1 and len(plan.grouped) == 42 and not plan.ungrouped
-    assert g.check("WebFetch", {"url": "https://www.bad33.example/x"}).rule == \
-        "deny:WebFetch(domain:bad33.example)"
-    decision = g.check("WebFetch", {"url": "https://docs.evil.org/"})
-    assert decision.effect is Effect.DENY
-    assert {m.rule for m in decision.matched} == {"deny:WebFetch(domain:*.evil.org)",
-                                                  "ask:WebFetch(domain:docs.evil.org)"}
-    assert g.check("WebFetch", {"url": "https://docs.python.org/3/"}).effect is Effect.ALLOW
-    assert g.check("WebFetch", {"url": "https://bad3.example.com/"}).effect is Effect.ALLOW
+    assert len(plan.grouped) == 43 and not plan.ungrouped
+    decides_as_alone(g, "WebFetch", "url", ("https://www.bad33.example/x",
+                                            "deny:WebFetch(domain:bad33.example)"),
+                     ("https://docs.evil.org/", {"deny:WebFetch(domain:*.evil.org)",
+                                                 "ask:WebFetch(domain:docs.evil.org)"}),
+                     "https://ask.example/", ["https://docs.python.org/3/",
+                                              "https://bad3.example.com/"])
     # What every rule refuses alike (no URL, not a URL): each judges it, the first decides.
     assert g.check("WebFetch", {"prompt": "x"}).rule == "deny:WebFetch(domain:bad0.example)"
 
