@@ -776,3 +776,24 @@ def test_on_a_filesystem_that_folds_case_a_deny_catches_every_spelling(
         assert folding.check("Read", {"file_path": spelling}).rule == "deny:Read(~/.ssh/**)"
     assert folding.check("read_notes", {"path": "~/.notes/a"}).effect == "deny"
     assert folding.check("read_notes", {"path": "~/.NOTES/a"}).effect == "allow"
+
+
+@pytest.mark.parametrize("args", [
+    {"pattern": "~/.ssh/*"}, {"pattern": "/root-home/.ssh/*"}, {"pattern": "~/.ssh/id_*"},
+    {"pattern": "/root-home/.s?h/*"}, {"pattern": ".ssh/*", "path": "/root-home"},
+    {"pattern": "*", "path": "~/.ssh"}, {"pattern": "/.ssh/*", "path": "/root-home"}])
+def test_a_glob_tool_listing_a_denied_folder_is_caught_however_it_is_anchored(
+        args: dict[str, Any]) -> None:
+    """A Glob tool reads a pattern from ``/`` or ``~`` as written (it listed ``~/.ssh`` when
+    the pattern was joined to the search path); ripgrep's anchored ``/x`` is read too."""
+    m = PathMatcher({"deny": ["~/.ssh/**"], "home": "/root-home", "root": "/work"},
+                    CompileEnv())
+    assert m(subject("Glob", args)) is not None, args
+
+
+def test_a_glob_tool_elsewhere_stays_allowed() -> None:
+    m = PathMatcher({"deny": ["~/.ssh/**"], "home": "/root-home", "root": "/work"},
+                    CompileEnv())
+    for args in ({"pattern": "/work/src/**/*.py"}, {"pattern": "~/projects/*"},
+                 {"pattern": "**/*.md"}, {"pattern": "/src/*", "path": "/work"}):
+        assert m(subject("Glob", args)) is None, args

@@ -272,8 +272,14 @@ class PathMatcher:
             if hit is not None:
                 return hit
         if search is not None:
-            hit = self.check_path(search[1], memo=memo) if search[0] == "path" \
-                else self.check_tree(search[1], memo=memo)
+            kind, target = search
+            if kind == "tree":
+                hit = self.check_tree(target, memo=memo)
+            else:  # a file glob: one reading of it, or (an anchored one) two
+                for glob in (target,) if kind == "path" else target:
+                    hit = self.check_path(glob, memo=memo)
+                    if hit is not None:
+                        break
             if hit is not None:
                 return hit
         if profile.kind in _NON_FILE_KINDS:
@@ -549,11 +555,14 @@ def _under(probe: str, roots: tuple[str, ...]) -> bool:
 _REQUEST = "callwarden.paths.request"
 
 
-def _request(subject: Subject) -> tuple[Any, bool, tuple[str, str] | None]:
+def _request(subject: Subject) -> tuple[Any, bool, tuple[str, Any] | None]:
     """What every path condition reads of a call, worked out once per call: the path
     argument, whether the tool writes, and what a search tool reads besides its path:
     ``("path", glob)`` for a file glob, ``("tree", base)`` for a content search below it.
-    ripgrep-style globs without a "/" match at any depth below the search path."""
+    ripgrep-style globs without a "/" match at any depth below the search path. A glob that
+    starts at ``/`` or ``~`` is read both ways, ``("paths", (below the path, as written))``:
+    ripgrep anchors ``/x`` at the search path, a Glob tool (fast-glob, Python's glob) reads
+    it from the filesystem's root, and ``~/.ssh/*`` there lists the home's ``.ssh``."""
     found = subject.memo.get(_REQUEST)
     if found is None:
         profile = subject.profile
@@ -566,7 +575,9 @@ def _request(subject: Subject) -> tuple[Any, bool, tuple[str, str] | None]:
             glob = profile.get(args, "glob")
             if isinstance(glob, str) and glob:
                 rel = glob if "/" in glob.lstrip("/") else "**/" + glob.lstrip("/")
-                search = ("path", base.rstrip("/") + "/" + rel)
+                below = base.rstrip("/") + "/" + rel
+                search = ("paths", (below, glob)) if glob.startswith(("/", "~")) \
+                    else ("path", below)
             elif any(isinstance(args.get(k), str) for k in _SEARCH_ARGS):
                 search = ("tree", base)
         # A read tool never writes; another writes unless its side effect says it only reads.
