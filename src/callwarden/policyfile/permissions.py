@@ -134,7 +134,6 @@ _UNSEEN: Any = object()
 
 
 def compile_permission_pattern(kind: str | None, pattern: str, *, allow: bool = False,
-                               siblings: Sequence[str] = (),
                                outside: _Once | None = None) -> Matcher:
     """Compiles the pattern of a permission string for a tool kind.
 
@@ -142,33 +141,37 @@ def compile_permission_pattern(kind: str | None, pattern: str, *, allow: bool = 
     analysis is available; path patterns expand ``~``; ``WebFetch(domain:x)`` matches hosts.
     For ``deny``/``ask`` strings the condition holds when *some* command, path or URL of the
     call matches. For ``allow`` strings (``allow=True``) it holds only when the pattern
-    matches and *every* command, path or URL is covered by it or by one of ``siblings`` (the
-    other ``allow`` patterns of the same kind), nothing is opaque, and a shell command
-    writes no file but ``/dev/null``; ``outside``, when given, is that check already made
-    for the siblings (``outside_of``).
+    matches and *every* command, path or URL is covered by one of the patterns ``outside``
+    was made of (``outside_of``: the kind's allow strings together; without it, this pattern
+    alone), nothing is opaque, and a shell command writes no file but ``/dev/null``.
     """
     own = _some_matcher(kind, pattern)
     if not allow:
         return own
     if outside is None:
-        outside = outside_of(kind, pattern, [pattern, *(p for p in siblings if p != pattern)])
+        outside = outside_of(kind, _by_domain(kind, pattern), (pattern,))
     return _AllOf(own, outside, pattern)
 
 
-def outside_of(kind: str | None, pattern: str, together: Sequence[str]) -> _Once:
-    """The condition an ``allow`` string of ``pattern`` holds unless: something the call does
-    is matched by none of ``together`` (the patterns of its kind's allow strings)."""
+def _by_domain(kind: str | None, pattern: str) -> bool:
+    """Whether a pattern names hosts (``WebFetch(domain:x)``) rather than a glob of text."""
+    return kind == "http" and pattern.startswith("domain:")
+
+
+def outside_of(kind: str | None, by_domain: bool, together: Sequence[str]) -> _Once:
+    """The condition an ``allow`` string holds unless: something the call does is matched by
+    none of ``together`` (the patterns of its kind's allow strings; ``by_domain``: hosts)."""
     if kind == "shell":
         outside: Matcher = ShellMatcher({"allow": list(together), "opaque": "hit",
                                          "parse_error": "hit",
                                          "writes": ["**", "/**", "!/dev/null"]}, CompileEnv())
     elif kind in ("file.read", "file.write"):
         outside = PathMatcher({"deny": ["/**", *(f"!{p}" for p in together)]}, CompileEnv())
-    elif kind == "http" and pattern.startswith("domain:"):
+    elif by_domain:
         hosts = [p[len("domain:"):].strip().lower() for p in together if p.startswith("domain:")]
         outside = UrlMatcher({"allow_domains": hosts, "block_private": False}, CompileEnv())
     else:
-        outside = _PrimaryGlob(pattern, outside_of=together)
+        outside = _PrimaryGlob(together[0], outside_of=together)
     return _Once(outside)
 
 
@@ -259,7 +262,8 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
             allowing = effect_name == "allow"
             text = pattern.strip()
             together = (text, *(p for p in siblings.get(name, ()) if p != text))
-            shared = (kind, kind == "http" and text.startswith("domain:"), frozenset(together))
+            by_domain = _by_domain(kind, text)
+            shared = (kind, by_domain, frozenset(together))
             outside = outsides.get(shared) if allowing else None
             cost = 1 + (len(together) if allowing and outside is None else 0)
             if not budget.take(cost):
@@ -269,7 +273,7 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
                 continue
             try:
                 if allowing and outside is None:
-                    outside = outsides[shared] = outside_of(kind, text, together)
+                    outside = outsides[shared] = outside_of(kind, by_domain, together)
                 conditions.append(("pattern", compile_permission_pattern(
                     kind, text, allow=allowing, outside=outside)))
             except ConfigError as e:

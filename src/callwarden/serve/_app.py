@@ -36,7 +36,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from callwarden._call import json_safe
-from callwarden._decision import Decision, Effect
+from callwarden._decision import Decision
 from callwarden._enforce import Enforcer
 from callwarden._guard import Guard
 from callwarden.exceptions import (
@@ -61,7 +61,6 @@ __all__ = ["MAX_BODY", "Service", "create_app"]
 MAX_BODY = 1024 * 1024  # bytes of a request body, at most (413 past it)
 _CALL_FIELDS = ("agent", "session", "principal", "framework", "call_id")
 _RETIRE = 30.0  # seconds a replaced guard stays open for the decisions still using it
-_ASK = Effect.ASK  # (an enum member read through its class costs a lookup on 3.11)
 
 
 class _Problem(CallwardenError):
@@ -192,29 +191,25 @@ class Service:
         tool = body.get("tool")
         if not isinstance(tool, str) or not tool:
             raise _Problem(400, "bad_request", "'tool' must be a non-empty string")
-        fields: dict[str, Any] = {name: body.get(name) for name in _CALL_FIELDS}
-        for name, value in fields.items():
+        fields: dict[str, Any] = {}
+        for name in _CALL_FIELDS:
+            value = body.get(name)
             if value is not None and not isinstance(value, str):
                 raise _Problem(400, "bad_request", f"'{name}' must be a string")
+            fields[name] = value
         context = _with_request(body.get("context"), body.get("request"))
         approval_id = body.get("approval_id")
         if approval_id is not None and not isinstance(approval_id, str):
             raise _Problem(400, "bad_request", "'approval_id' must be a string")
-        # As an Enforcer for the token fills them in: the token's own agent when the call
-        # names none, the framework "service" unless it names one; empty is none.
-        fields["agent"] = fields["agent"] or (holder.name if holder.role == "agent" else None)
-        fields["framework"] = fields["framework"] or "service"
-        fields["session"] = fields["session"] or None
-        fields["principal"] = fields["principal"] or None
+        enforcer = Enforcer(self.guard, framework=fields.pop("framework") or "service",
+                            agent=holder.name if holder.role == "agent" else None)
         started = time.perf_counter()
         request_id = None
-        guard = self.guard
-        decision = await guard.acheck(tool, body.get("args", {}), context=context, **fields)
-        if decision.effect is _ASK:  # settled as an Enforcer settles one
-            try:
-                decision = await Enforcer(guard).asettle(decision, approval_id=approval_id)
-            except ApprovalPending as pending:
-                decision, request_id = pending.decision, pending.request_id
+        try:
+            decision = await enforcer.adecide(tool, body.get("args", {}), context=context,
+                                              approval_id=approval_id, **fields)
+        except ApprovalPending as pending:
+            decision, request_id = pending.decision, pending.request_id
         self.metrics.decided(decision, time.perf_counter() - started)
         answer = decision.to_dict()  # a new dict: completed in place
         answer["approval_request"] = request_id
