@@ -253,6 +253,39 @@ def test_enum_argument_compares_as_its_value() -> None:
     assert holds('args.color == "red"', {"color": Color.RED})
 
 
+NOT_ORDERED = [float("nan"), float("inf"), -float("inf"), Decimal("NaN")]
+ORDERINGS = ["args.amount > 100", "!(args.amount <= 100)", "args.amount * 2 > 200",
+             "args.amounts.exists(a, a > 100)", "args.amount - args.fee < 0"]
+
+
+@pytest.mark.parametrize("value", NOT_ORDERED, ids=repr)
+@pytest.mark.parametrize("expression", ORDERINGS)
+def test_a_value_no_order_holds_for_is_an_error_where_the_expression_orders(
+        expression: str, value: Any) -> None:
+    """NaN > 100 and NaN <= 100 are both false: a deny rule's threshold would let it pass."""
+    with pytest.raises(CelError, match="NaN or an infinity"):
+        holds(expression, {"amount": value, "amounts": [5, value], "fee": 1})
+
+
+def test_a_nan_that_an_ordering_expression_does_not_read_changes_nothing() -> None:
+    assert holds("args.amount > 100", {"amount": 150, "note": float("nan")})
+    assert not holds("args.amount > 100", {"amount": 50, "note": float("nan")})
+
+
+def test_a_nan_compared_for_equality_is_no_error() -> None:
+    assert not holds("args.amount == 100", {"amount": float("nan")})
+
+
+def test_a_nan_amount_in_json_arguments_is_denied_by_a_threshold_rule() -> None:
+    from callwarden import Guard
+
+    guard = Guard.from_dict({"version": 1, "rules": [
+        {"id": "big", "match": {"tool": "pay"}, "if": "args.amount > 100", "effect": "deny"}]})
+    decision = guard.check("pay", '{"amount": NaN}')  # Python's JSON reader takes NaN
+    assert decision.effect == "deny" and decision.rule == "big"
+    assert decision.reasons[0].code == "policy_error"
+
+
 # --- compile-time errors --------------------------------------------------------------------
 
 def test_syntax_error_is_config_error_with_cel_message() -> None:

@@ -27,6 +27,7 @@ different.
 from __future__ import annotations
 
 import enum
+import math
 import re
 import threading
 import uuid
@@ -65,6 +66,7 @@ _AFTER_IN_OPERAND = frozenset({None, ")", "]", "}", ",", "&&", "||", "?", ":", "
 _EMPTY_HISTORY: Mapping[str, Any] = {"count": 0, "tools": {}, "attempts": {}, "effects": {},
                                      "tool_effects": {}, "last_time_by_tool": {}}
 _MAX_WALK_DEPTH = 100
+_ORDERING = frozenset({"<", "<=", ">", ">="})
 # CEL runs to completion holding the GIL (the bindings have no cost limit), and nested
 # comprehensions cost the product of the lists they walk: at ~0.4 µs a step, 10,000 items
 # under two nested ``exists`` take 40 s. A call whose arguments would let the expression take
@@ -139,7 +141,8 @@ class CelCondition:
     """
 
     __slots__ = ("_contexts", "_functions", "_getters", "_history_tools", "_hit", "_lists",
-                 "_loops", "_native", "_native_lists", "_program", "_splits", "expression")
+                 "_loops", "_native", "_native_lists", "_orders", "_program", "_splits",
+                 "expression")
 
     def __init__(self, config: Any, env: CompileEnv) -> None:
         if not isinstance(config, str) or not config.strip():
@@ -163,6 +166,8 @@ class CelCondition:
             raise ConfigError(f"a function of CEL expression {config!r:.120} cannot run: "
                               f"{type(e).__name__}: {e}") from e
         tokens = _tokenize(config)
+        # Unreadable to our lexer: assume it orders values (see _check_finite).
+        self._orders = tokens is None or any(t.text in _ORDERING for t in tokens)
         # Unreadable to our lexer: assume loops nest, so large arguments are refused.
         self._loops = _loop_depth(tokens) if tokens is not None else 3
         # ``s.split(sep)`` makes a list of a string: a loop over it costs the string's length.
@@ -246,6 +251,8 @@ class CelCondition:
             activation["lists"] = self._lists_for(activation)
         if self._loops > 1:
             self._check_cost(activation)
+        if self._orders:
+            self._check_finite(activation)
         try:
             result = self._program.execute(self._context(activation))
         except Exception as e:
@@ -313,6 +320,19 @@ class CelCondition:
                 f"CEL condition {self.expression!r:.120} was not evaluated: its loops nest "
                 f"{self._loops} deep and the call holds {what}, up to {steps:,} steps (at most "
                 f"{MAX_CEL_STEPS:,})", expression=self.expression)
+
+    def _check_finite(self, activation: Mapping[str, Any]) -> None:
+        """Refuses a NaN or an infinity where the expression orders values.
+
+        No order holds for a NaN: ``args.amount > 100`` and ``args.amount <= 100`` are both
+        false, so a deny rule's comparison would let it through (and an infinity minus itself,
+        or times zero, is a NaN). Neither is JSON: a model's call holds one only when something
+        made it up. The fast path (cel_native) leaves such an ordering to this path."""
+        for name, value in activation.items():
+            if name != "lists" and not _finite(value, 0):  # lists: checked at load
+                raise CelError(
+                    f"CEL condition {self.expression!r:.120} was not evaluated: {name} holds a "
+                    "NaN or an infinity, which no comparison can order", expression=self.expression)
 
     def _error(self, e: BaseException) -> CelError:
         if isinstance(e, KeyError):
@@ -630,6 +650,22 @@ def _widest(value: Any, depth: int) -> int:
     if isinstance(value, list | tuple | set | frozenset):
         return max(len(value), *(_widest(v, depth + 1) for v in value), 0)
     return 0
+
+
+def _finite(value: Any, depth: int) -> bool:
+    """False when ``value`` holds a float that is NaN or infinite (``Decimal('NaN')`` too)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if isinstance(value, float | Decimal):
+        return value.is_finite() if isinstance(value, Decimal) else math.isfinite(value)
+    if depth > _MAX_WALK_DEPTH:
+        return True  # the conversion refuses it: nested too deeply
+    if isinstance(value, Mapping):
+        return all(_finite(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple | set | frozenset):
+        return all(_finite(v, depth + 1) for v in value)
+    return True
 
 
 def _longest_string(value: Any, depth: int) -> int:

@@ -24,6 +24,7 @@ A differential test evaluates generated expressions both ways and requires equal
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from math import isfinite
 from typing import Any
 
 from callwarden.exceptions import CallwardenError
@@ -303,8 +304,9 @@ def _relation(op: str, left: Node, right: Node) -> Node:
     def ordered(env: dict[str, Any]) -> bool:
         a, b = left(env), right(env)
         kind = _kind(a)
-        if kind is not _kind(b) or kind is bool or kind is type(None):
-            raise Unsure
+        if kind is not _kind(b) or kind is bool or kind is type(None) or (
+                kind is float and not (isfinite(a) and isfinite(b))):
+            raise Unsure  # a NaN or an infinity: the bindings' path refuses to order it
         return bool(compare(a, b))
     return ordered
 
