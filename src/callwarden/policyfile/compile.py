@@ -239,7 +239,7 @@ def _inherited_rules(bases: Sequence[Base], check: Checker, named_lists: Mapping
             if effect_name in base.data:
                 rules.extend(permission_rules(base.data[effect_name], effect_name, base.check,
                                               base.lines, len(rules), profiles=profiles,
-                                              budget=ctx.budget))
+                                              budget=ctx.budget, env=base_env))
         check.problems.extend(base.check.problems)
     return rules
 
@@ -277,7 +277,8 @@ def _own_rules(data: Mapping[str, Any], check: Checker, lines: Lines, env: Compi
     for effect_name in ("deny", "ask", "allow"):
         if effect_name in data:
             rules.extend(permission_rules(data[effect_name], effect_name, check, lines,
-                                          len(rules), profiles=profiles, budget=ctx.budget))
+                                          len(rules), profiles=profiles, budget=ctx.budget,
+                                          env=env))
 
 
 def _python_policies(extra_policies: Sequence[Any], check: Checker, rules: list[Rule]) -> None:

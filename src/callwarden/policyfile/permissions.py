@@ -134,7 +134,8 @@ _UNSEEN: Any = object()
 
 
 def compile_permission_pattern(kind: str | None, pattern: str, *, allow: bool = False,
-                               outside: _Once | None = None) -> Matcher:
+                               outside: _Once | None = None,
+                               env: CompileEnv | None = None) -> Matcher:
     """Compiles the pattern of a permission string for a tool kind.
 
     Shell patterns are flag-aware (``rm -rf *`` also catches ``rm -fr /``) when the shell
@@ -144,12 +145,19 @@ def compile_permission_pattern(kind: str | None, pattern: str, *, allow: bool = 
     matches and *every* command, path or URL is covered by one of the patterns ``outside``
     was made of (``outside_of``: the kind's allow strings together; without it, this pattern
     alone), nothing is opaque, and a shell command writes no file but ``/dev/null``.
+    ``env``: the policy's workspace (its root, home and working directory), as its rules see it.
+
+    A path pattern that starts with one ``/`` is absolute; Claude Code reads it from the folder
+    of its settings (``Edit(/src/**)``: the project's ``src``), so a ``deny`` or ``ask``
+    string also holds there, below the workspace root; an ``allow`` string covers only the
+    absolute path (``//`` is absolute in both).
     """
-    own = _some_matcher(kind, pattern)
+    env = env or CompileEnv()
+    own = _some_matcher(kind, pattern, env, allow=allow)
     if not allow:
         return own
     if outside is None:
-        outside = outside_of(kind, _by_domain(kind, pattern), (pattern,))
+        outside = outside_of(kind, _by_domain(kind, pattern), (pattern,), env)
     return _AllOf(own, outside, pattern)
 
 
@@ -158,35 +166,38 @@ def _by_domain(kind: str | None, pattern: str) -> bool:
     return kind == "http" and pattern.startswith("domain:")
 
 
-def outside_of(kind: str | None, by_domain: bool, together: Sequence[str]) -> _Once:
+def outside_of(kind: str | None, by_domain: bool, together: Sequence[str],
+               env: CompileEnv) -> _Once:
     """The condition an ``allow`` string holds unless: something the call does is matched by
     none of ``together`` (the patterns of its kind's allow strings; ``by_domain``: hosts)."""
     if kind == "shell":
         outside: Matcher = ShellMatcher({"allow": list(together), "opaque": "hit",
                                          "parse_error": "hit",
-                                         "writes": ["**", "/**", "!/dev/null"]}, CompileEnv())
+                                         "writes": ["**", "/**", "!/dev/null"]}, env)
     elif kind in ("file.read", "file.write"):
-        outside = PathMatcher({"deny": ["/**", *(f"!{p}" for p in together)]}, CompileEnv())
+        outside = PathMatcher({"deny": ["/**", *(f"!{p}" for p in together)]}, env)
     elif by_domain:
         hosts = [p[len("domain:"):].strip().lower() for p in together if p.startswith("domain:")]
-        outside = UrlMatcher({"allow_domains": hosts, "block_private": False}, CompileEnv())
+        outside = UrlMatcher({"allow_domains": hosts, "block_private": False}, env)
     else:
         outside = _PrimaryGlob(together[0], outside_of=together)
     return _Once(outside)
 
 
-def _some_matcher(kind: str | None, pattern: str) -> Matcher:
+def _some_matcher(kind: str | None, pattern: str, env: CompileEnv, *, allow: bool) -> Matcher:
     if kind == "shell":
         # Flag-aware and parsed: `rm -rf *` also catches `rm -fr /`, `sudo /bin/rm -R -f ~`.
-        return ShellMatcher({"deny": [pattern]}, CompileEnv())
+        return ShellMatcher({"deny": [pattern]}, env)
     if kind in ("file.read", "file.write"):
         # Canonicalized like every path rule: `~`, `$HOME`, `..`, encodings, case, symlinks.
-        return PathMatcher({"deny": [pattern]}, CompileEnv())
+        text = pattern.strip()
+        both = not allow and text.startswith("/") and not text.startswith("//")
+        return PathMatcher({"deny": [pattern, "." + text] if both else [pattern]}, env)
     if kind == "http" and pattern.startswith("domain:"):
         host = pattern[len("domain:"):].strip().lower()
         if not host:
             raise ConfigError("domain: needs a host name", hint="e.g. WebFetch(domain:example.com)")
-        return UrlMatcher({"deny_domains": [host], "block_private": False}, CompileEnv())
+        return UrlMatcher({"deny_domains": [host], "block_private": False}, env)
     return _PrimaryGlob(pattern)
 
 
@@ -204,12 +215,15 @@ _PERMISSION_KINDS = {
 
 def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, order: int, *,
                      profiles: Mapping[str, ToolProfile] | None = None,
-                     budget: PatternBudget | None = None) -> list[Rule]:
+                     budget: PatternBudget | None = None,
+                     env: CompileEnv | None = None) -> list[Rule]:
     """The rules of a ``deny:``/``ask:``/``allow:`` list of permission strings.
 
     ``profiles`` are the policy's ``tools:`` (a declared name is no slip, and its kind says
-    how its pattern reads); ``budget`` counts the patterns compiled.
+    how its pattern reads); ``budget`` counts the patterns compiled; ``env`` is the policy's
+    (its workspace: where ``~`` and relative paths point, as for its rules).
     """
+    env = env or CompileEnv()
     profiles = profiles or {}
     budget = budget or PatternBudget()
     path: Path_ = (effect_name,)
@@ -273,9 +287,9 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
                 continue
             try:
                 if allowing and outside is None:
-                    outside = outsides[shared] = outside_of(kind, by_domain, together)
+                    outside = outsides[shared] = outside_of(kind, by_domain, together, env)
                 conditions.append(("pattern", compile_permission_pattern(
-                    kind, text, allow=allowing, outside=outside)))
+                    kind, text, allow=allowing, outside=outside, env=env)))
             except ConfigError as e:
                 check.error(item_path, str(e), e.hint)
                 continue
