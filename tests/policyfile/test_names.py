@@ -134,6 +134,32 @@ def test_pattern_on_a_well_known_tool_name_is_read_by_its_default_kind() -> None
     assert guard.check("run_shell_command", {"command": "ls && rm -rf /"}).effect is Effect.DENY
 
 
+@pytest.mark.parametrize("command", ["rm -rf /", "rm x", "rm", "ls && rm -fr ~"])
+def test_gemini_shell_pattern_is_a_prefix_of_whole_words_as_gemini_reads_it(command: str) -> None:
+    """Gemini CLI's run_shell_command(rm) is every rm command; read exactly, rm -rf / passed."""
+    guard = loads('version: 1\ndeny: ["run_shell_command(rm)"]\n')
+    assert guard.check("run_shell_command", {"command": command}).effect is Effect.DENY
+
+
+def test_gemini_shell_prefix_is_of_whole_words() -> None:
+    guard = loads('version: 1\ndeny: ["run_shell_command(rm)"]\n')
+    assert guard.check("run_shell_command", {"command": "rmdir build"}).effect is Effect.ALLOW
+
+
+def test_gemini_shell_allow_prefix_still_needs_every_part_covered() -> None:
+    guard = loads('version: 1\ndefault: deny\nallow: ["run_shell_command(git status)"]\n')
+    assert guard.check("run_shell_command", {"command": "git status --short"}).effect \
+        is Effect.ALLOW
+    assert guard.check("run_shell_command", {"command": "git status && rm x"}).effect \
+        is Effect.DENY
+
+
+def test_a_claude_code_shell_pattern_stays_exact() -> None:
+    guard = loads('version: 1\ndeny: ["Bash(git push)"]\n')
+    assert guard.check("Bash", {"command": "git push"}).effect is Effect.DENY
+    assert guard.check("Bash", {"command": "git push origin"}).effect is Effect.ALLOW
+
+
 def test_glob_of_tool_names_with_a_pattern_still_matches_text() -> None:
     guard = loads('version: 1\ndeny: ["mcp__fs__*(/etc/*)"]\n')
     assert guard.check("mcp__fs__read_file", {"path": "/etc/passwd"}).effect is Effect.DENY

@@ -240,7 +240,7 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
     for item in raw:
         m = _PERMISSION.match(item) if isinstance(item, str) else None
         if m is not None and m.group(2) is not None and m.group(2).strip() not in ("", "*"):
-            siblings.setdefault(m.group(1), []).append(m.group(2).strip())
+            siblings.setdefault(m.group(1), []).append(_as_meant(m.group(1), m.group(2)))
     for i, item in enumerate(raw):
         item_path = (*path, i)
         if not isinstance(item, str):
@@ -274,7 +274,7 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
                     continue
                 kind = profile.kind
             allowing = effect_name == "allow"
-            text = pattern.strip()
+            text = _as_meant(name, pattern)
             together = (text, *(p for p in siblings.get(name, ()) if p != text))
             by_domain = _by_domain(kind, text)
             shared = (kind, by_domain, frozenset(together))
@@ -297,6 +297,19 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
                           conditions=conditions, source=lines.source(item_path),
                           order=order + len(rules)))
     return rules
+
+
+# Gemini CLI reads its shell tool's pattern as a prefix of whole words: run_shell_command(git)
+# is `git` and every `git ...` command (`Bash(git)` is the command `git` alone).
+_PREFIX_TOOLS = frozenset({"run_shell_command", "ShellTool"})
+
+
+def _as_meant(name: str, pattern: str) -> str:
+    """A permission string's pattern as the agent whose tool it names reads it."""
+    text = pattern.strip()
+    if name in _PREFIX_TOOLS and not is_glob(text) and not text.endswith(":*"):
+        return text + ":*"
+    return text
 
 
 def _server_tools(name: str) -> tuple[str, ...]:
