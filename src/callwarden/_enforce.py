@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+import types
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -380,6 +381,12 @@ class Enforcer:
         except BaseException as e:
             self.record_outcome(decision, OutcomeStatus.ERROR, started, e)
             raise
+        guard = self.guard
+        if guard.engine.nothing_after(decision):  # the usual case: only the outcome to record
+            if guard.auditor is not None:
+                guard.auditor.outcome(decision, _OK, _perf() - started, None, output_rule=None,
+                                      output_source=None)
+            return result, False
         screened = self.finish(decision, result, started)
         return screened.shown, screened.halt
 
@@ -390,19 +397,25 @@ class Enforcer:
         started = _perf()
         try:
             result = _invoke(fn, decision)
-            if inspect.isawaitable(result):
+            if type(result) is types.CoroutineType or inspect.isawaitable(result):
                 result = await result
         except BaseException as e:
             await self.arecord_outcome(decision, OutcomeStatus.ERROR, started, e)
             raise
+        guard = self.guard
+        if guard.engine.nothing_after(decision):  # the usual case: only the outcome to record
+            if guard.auditor is not None:
+                await guard.auditor.aoutcome(decision, _OK, _perf() - started, None,
+                                             output_rule=None, output_source=None)
+            return result, False
         try:  # _ascreen and arelease, awaited only when there is something to wait for
             screened, writes = self._screening(decision, result)
             shown, status, halt, rule, source = screened if writes is None else \
                 await self._written(decision, screened, writes)
         finally:
-            if holds_slots(self.guard.engine, decision):
+            if holds_slots(guard.engine, decision):
                 await self.arelease(decision)
-        auditor = self.guard.auditor  # inlined arecord_outcome: this is every arun's cost
+        auditor = guard.auditor  # inlined arecord_outcome: this is every arun's cost
         if auditor is not None:
             await auditor.aoutcome(decision, status, _perf() - started, None,
                                    output_rule=rule, output_source=source)
@@ -623,10 +636,14 @@ def raise_unless_allowed(decision: Decision) -> None:
 
 def _invoke(fn: Callable[..., Any], decision: Decision) -> Any:
     """Calls a tool with the effective arguments, as fresh copies the tool may change."""
-    invoke = getattr(fn, "invoke_decided", None)
+    # A function or method has no invoke_decided: asking costs a raised AttributeError.
+    invoke = None if type(fn) in _ROUTINES else getattr(fn, "invoke_decided", None)
     if invoke is not None:  # @guard.protect's call: it maps arguments back onto parameters
         return invoke(decision)
     return fn(**thaw(decision.args))
+
+
+_ROUTINES = frozenset({types.FunctionType, types.MethodType, types.BuiltinFunctionType})
 
 
 def _key(decision: Decision) -> str:
