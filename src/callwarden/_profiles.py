@@ -210,7 +210,7 @@ def _table(kind: str, *names: str) -> dict[str, str]:
 _DEFAULT_KINDS: Mapping[str, str] = {
     **_table("shell", "bash", "Bash", "shell", "sh", "run_shell_command", "shell_command",
              "local_shell", "execute_command", "run_command", "terminal", "exec", "exec_command",
-             "run_terminal_cmd", "BashOutput", "execute_bash", "executeBash", "run_bash",
+             "run_terminal_cmd", "execute_bash", "executeBash", "run_bash",
              "execute_shell", "execute_shell_command", "run_in_terminal",
              "run_terminal_command", "builtin_run_terminal_command"),
     **_table("file.read", "read_file", "Read", "read", "cat", "view", "open_file",

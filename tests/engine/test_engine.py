@@ -287,6 +287,15 @@ def test_a_browser_sent_to_a_url_is_governed_as_a_fetch(tool: str) -> None:
     assert g.check("send_email", {"to": "a@b.example"}, session="s1").effect is Effect.ASK
 
 
+
+
+@pytest.mark.parametrize("tool", ["BashOutput", "KillShell"])
+def test_reading_or_stopping_a_background_shell_is_not_a_shell_command(tool: str) -> None:
+    """Claude Code's BashOutput runs no command (it reads a background shell's output): as a
+    shell call it had none to analyse, so any Bash(...) deny refused it, every time."""
+    g = Guard.from_dict({"version": 1, "deny": ["Bash(rm -rf *)"]})
+    assert g.profile(tool).kind == "unknown"
+    assert g.check(tool, {"bash_id": "1", "shell_id": "1"}).effect is Effect.ALLOW
 def test_policy_profiles_override_defaults_and_name_arguments() -> None:
     g = guard(tools={"runner": {"kind": "shell", "command": "cmd"}})
     p = g.profile("runner")
