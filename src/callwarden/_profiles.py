@@ -56,6 +56,9 @@ ARG_ROLES: Mapping[str, tuple[str, ...]] = {
     "code": ("code", "source"),
     # The file glob a search tool is restricted to (Grep's ``glob``, Gemini's ``include``).
     "glob": ("glob", "include", "includes", "file_glob"),
+    # Where a shell tool runs its command (Codex's ``workdir``, Gemini CLI's ``dir_path``).
+    "cwd": ("cwd", "workdir", "working_directory", "workingDirectory", "working_dir", "dir_path",
+            "directory"),
 }
 
 _KIND_ROLES: Mapping[str, str] = {

@@ -66,15 +66,37 @@ def shell_analysis(subject: Subject, *, home: str | None = None,
 
     The command is the argument playing the ``command`` role. A list of strings (``["bash",
     "-lc", "..."]``) is read as argv; anything else that is not a string yields an analysis
-    whose ``parse_error`` says why.
+    whose ``parse_error`` says why. The command runs where the ``cwd`` role says when the
+    tool has one (Codex's ``workdir``, Gemini CLI's ``dir_path``): below ``cwd`` when it is
+    relative, as after a ``cd`` to it.
     """
     key = _MEMO_KEY if home is None and cwd is None else f"{_MEMO_KEY}|{home}|{cwd}"
     memo = subject.memo
     cached = memo.get(key)
     if cached is None:
-        cached = analyze_command(subject.role("command"), home=home, cwd=cwd)
+        workdir = subject.role("cwd")
+        if workdir is None or workdir == "":
+            cached = analyze_command(subject.role("command"), home=home, cwd=cwd)
+        elif type(workdir) is str:
+            cached = analyze_command(subject.role("command"), home=home,
+                                     cwd=_working_dir(workdir, home, cwd))
+        else:
+            kind = "list" if isinstance(workdir, tuple) else type(workdir).__name__
+            cached = CommandAnalysis(source="", home=home, cwd=cwd, parse_error=(
+                f"the working directory is a {kind}, not a string"))
         memo[key] = cached
     return cached
+
+
+def _working_dir(workdir: str, home: str | None, cwd: str | None) -> str:
+    """The directory a command runs in when its tool names ``workdir`` (taken as written: the
+    tool passes it to the process, no shell expands it)."""
+    if home and (workdir == "~" or workdir.startswith("~/")):
+        workdir = home + workdir[1:]
+    if cwd and not workdir.startswith(("/", "~")):
+        workdir = cwd.rstrip("/") + "/" + workdir
+    normalized = posixpath.normpath(workdir)
+    return "/" + normalized.lstrip("/") if normalized.startswith("//") else normalized
 
 
 @register_condition("shell")
