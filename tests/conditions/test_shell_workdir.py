@@ -62,3 +62,21 @@ def test_a_working_directory_that_is_not_text_cannot_be_analysed() -> None:
     assert decision.reasons[0].code == "shell.parse_error"
     assert "working directory is a list" in decision.reasons[0].message
 
+
+
+@pytest.mark.parametrize(("tool", "args"), [
+    ("Bash", {"command": "cd /etc && rm -rf nginx"}),
+    ("shell", {"command": ["rm", "-rf", "nginx"], "workdir": "/etc"}),
+    ("run_shell_command", {"command": "rm -rf nginx", "dir_path": "/etc"}),
+])
+def test_a_pattern_on_a_path_sees_a_bare_name_where_it_lands(tool: str,
+                                                            args: dict[str, Any]) -> None:
+    """rm -rf nginx in /etc removes /etc/nginx: Bash(rm -rf /etc/*) must see it."""
+    g = Guard.from_dict({"version": 1, "deny": ["Bash(rm -rf /etc/*)"]})
+    assert g.check(tool, args).effect is Effect.DENY
+
+
+def test_a_bare_name_elsewhere_or_where_the_directory_is_unknown_is_not_that_path() -> None:
+    g = Guard.from_dict({"version": 1, "deny": ["Bash(rm -rf /etc/*)"]})
+    assert g.check("Bash", {"command": "cd /tmp && rm -rf nginx"}).effect is Effect.ALLOW
+    assert g.check("Bash", {"command": "rm -rf nginx"}).effect is Effect.ALLOW

@@ -200,8 +200,8 @@ def _forms(arg: str, home: str | None, cwd: str | None = None) -> tuple[str, ...
     working directory when it names that directory or one of its parents (``$PWD`` -> ``.``)."""
     if arg == UNKNOWN_OPERAND:
         return _UNKNOWN_FORMS
-    if not arg or not ("/" in arg or arg[0] in "~."):
-        return (arg,)
+    if not arg or (cwd is None and not ("/" in arg or arg[0] in "~.")):
+        return (arg,)  # a bare name where the directory is unknown: only as written
     forms = [arg]
     normalized = _normalize(arg)
     if normalized != arg:
