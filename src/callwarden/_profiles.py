@@ -37,7 +37,8 @@ ARG_ROLES: Mapping[str, tuple[str, ...]] = {
     "command": ("command", "cmd", "script", "commands"),
     "path": ("path", "file_path", "filepath", "filePath", "filename", "file", "notebook_path",
              "notebookPath", "dir_path", "dirPath", "directory", "target_file", "targetFile",
-             "TargetFile", "absolute_path", "absolutePath", "AbsolutePath", "uri", "fileUri"),
+             "TargetFile", "absolute_path", "absolutePath", "AbsolutePath", "uri", "fileUri",
+             "relative_workspace_path"),
     "url": ("url", "uri", "href", "endpoint"),
     "recipient": ("to", "recipient", "recipients", "email", "cc", "bcc", "attendees",
                   "participants", "invitees", "guests", "share_with", "shared_with"),
@@ -222,13 +223,15 @@ _DEFAULT_KINDS: Mapping[str, str] = {
              "glob", "grep", "list_directory", "list_dir", "ls", "search_files", "get_file_info",
              "read_media_file", "directory_tree", "View", "NotebookRead", "GlobTool",
              "GrepTool", "view_file", "fs_read", "list_files", "builtin_read_file",
-             "list_code_definition_names", "read_notebook"),
+             "list_code_definition_names", "read_notebook", "list_directory_with_sizes",
+             "file_search", "view_image"),
     **_table("file.write", "write_file", "Write", "Edit", "MultiEdit", "NotebookEdit",
              "edit_file", "create_file", "replace", "write", "delete_file", "move_file",
              "create_directory", "apply_patch", "str_replace_editor", "str_replace",
              "Replace", "write_to_file", "replace_in_file", "insert_edit_into_file",
              "replace_string_in_file", "fs_write", "builtin_create_new_file",
-             "builtin_edit_existing_file", "file_delete", "copy_file", "edit_notebook"),
+             "builtin_edit_existing_file", "file_delete", "copy_file", "edit_notebook",
+             "rename_file"),
     **_table("http", "fetch", "WebFetch", "web_fetch", "http_request", "http_get", "requests_get",
              "requests_post", "curl", "browse", "open_url",
              # A browser sent to a URL (Playwright's, Puppeteer's and Chrome DevTools' MCP
@@ -248,7 +251,7 @@ _DEFAULT_KINDS: Mapping[str, str] = {
 # Tools whose ``pattern`` argument is a file glob (elsewhere ``pattern`` is a regex to search).
 _DEFAULT_ARGS: Mapping[str, Mapping[str, str]] = {
     "Glob": {"glob": "pattern"}, "glob": {"glob": "pattern"}, "GlobTool": {"glob": "pattern"},
-    "search_files": {"glob": "pattern"},
+    "search_files": {"glob": "pattern"}, "file_search": {"glob": "pattern"},
 }
 
 

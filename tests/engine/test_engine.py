@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -287,6 +288,22 @@ def test_a_browser_sent_to_a_url_is_governed_as_a_fetch(tool: str) -> None:
     assert g.check("send_email", {"to": "a@b.example"}, session="s1").effect is Effect.ASK
 
 
+
+
+@pytest.mark.parametrize(("tool", "args", "rule"), [
+    ("mcp__filesystem__list_directory_with_sizes", {"path": "~/.ssh"}, "deny:Read(~/.ssh/**)"),
+    ("file_search", {"dir_path": "~/.ssh", "pattern": "*"}, "deny:Read(~/.ssh/**)"),
+    ("view_image", {"path": "~/.ssh/id_rsa"}, "deny:Read(~/.ssh/**)"),
+    ("list_dir", {"relative_workspace_path": "~/.ssh"}, "deny:Read(~/.ssh/**)"),
+    ("rename_file", {"old_path": "/tmp/x", "new_path": "/etc/hosts"}, "deny:Edit(/etc/**)"),
+])
+def test_file_tools_of_well_known_toolkits_are_governed_as_file_tools(
+        tool: str, args: dict[str, Any], rule: str) -> None:
+    """The MCP filesystem server's, LangChain's, Codex's and Cursor's names for reading a
+    folder or a file and for renaming one: path rules reach them."""
+    g = Guard.from_dict({"version": 1, "deny": ["Read(~/.ssh/**)", "Edit(/etc/**)"]})
+    decision = g.check(tool, args)
+    assert (decision.effect, decision.rule) == (Effect.DENY, rule)
 
 
 @pytest.mark.parametrize("tool", ["BashOutput", "KillShell"])
