@@ -35,6 +35,7 @@ from callwarden._messages import output_unscreened
 from callwarden._settle import aresolve_ask, resolve_ask
 from callwarden.approvals import decision_digest
 from callwarden.engine.facts import output_facts, remember
+from callwarden.engine.output import nothing_after
 from callwarden.engine.slots import holds_slots
 from callwarden.exceptions import (
     ApprovalInvalid,
@@ -382,7 +383,7 @@ class Enforcer:
             self.record_outcome(decision, OutcomeStatus.ERROR, started, e)
             raise
         guard = self.guard
-        if guard.engine.nothing_after(decision):  # the usual case: only the outcome to record
+        if nothing_after(guard.engine, decision):  # the usual case: only the outcome to record
             if guard.auditor is not None:
                 guard.auditor.outcome(decision, _OK, _perf() - started, None, output_rule=None,
                                       output_source=None)
@@ -403,7 +404,7 @@ class Enforcer:
             await self.arecord_outcome(decision, OutcomeStatus.ERROR, started, e)
             raise
         guard = self.guard
-        if guard.engine.nothing_after(decision):  # the usual case: only the outcome to record
+        if nothing_after(guard.engine, decision):  # the usual case: only the outcome to record
             if guard.auditor is not None:
                 await guard.auditor.aoutcome(decision, _OK, _perf() - started, None,
                                              output_rule=None, output_source=None)

@@ -601,17 +601,6 @@ class Engine:
         if plan.by_value and len(entries) > 1:
             entries.sort(key=_by_order)  # indexed rules were evaluated out of policy order
 
-    def nothing_after(self, decision: Decision) -> bool:
-        """Whether nothing follows an allowed call's tool but its outcome: no output rules, no
-        provenance to remember, no slots to let go of, no journal entry to close (what
-        ``check_output``, ``facts.untrusted``, ``slots.holds_slots`` and ``journal.covers``
-        would each answer; the enforcement path then skips asking them one by one)."""
-        call = decision.call
-        plan = self._plans.get(call.tool)
-        return plan is not None and not plan.outputs and not (
-            plan.holds_slots and decision.budgets) and not self.facts.untrusted and (
-            call.call_id == decision.decision_id or not self.journal.settings.enabled)
-
     def check_output(self, decision: Decision, result: Any) -> OutputCheck | None:
         """Applies the output rules to a tool's result (see :func:`~.output.check_output`)."""
         plan = self._plans.get(decision.call.tool)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from callwarden.engine.engine import Engine
     from callwarden.engine.rules import Rule
 
-__all__ = ["OutputCheck", "check_output"]
+__all__ = ["OutputCheck", "check_output", "nothing_after"]
 
 
 class OutputCheck(NamedTuple):
@@ -141,3 +141,16 @@ def _strings(value: Any, out: list[str], depth: int) -> None:
             _strings(item, out, depth + 1)
     elif isinstance(value, Opaque):
         out.append(repr(value))
+
+
+def nothing_after(engine: Engine, decision: Decision) -> bool:
+    """Whether nothing follows an allowed call's tool but its outcome: no output rules, no
+    provenance to remember, no slots to let go of, no journal entry to close (what
+    ``Engine.check_output``, ``facts.untrusted``, ``slots.holds_slots`` and
+    ``journal.covers`` would each answer; the enforcement path then skips asking them one by
+    one)."""
+    call = decision.call
+    plan = engine._plans.get(call.tool)
+    return plan is not None and not plan.outputs and not (
+        plan.holds_slots and decision.budgets) and not engine.facts.untrusted and (
+        call.call_id == decision.decision_id or not engine.journal.settings.enabled)
