@@ -194,3 +194,24 @@ def test_an_mcp_tools_full_name_stays_that_tool_alone() -> None:
     assert guard.check("mcp__github__delete_repo", {}).effect == "deny"
     assert guard.check("mcp__github__delete_repo_x", {}).effect == "allow"
     assert guard.check("mcp__github__delete_repo__v2", {}).effect == "allow"
+
+
+@pytest.mark.parametrize(("permission", "tool", "args"), [
+    ("ShellTool(rm -rf)", "run_shell_command", {"command": "rm -rf /"}),
+    ("ReadFileTool", "read_file", {"absolute_path": "/tmp/notes.txt"}),
+    ("WriteFileTool(/etc/**)", "write_file", {"file_path": "/etc/hosts", "content": "x"}),
+    ("WebFetchTool", "web_fetch", {"prompt": "summarize https://example.org"}),
+])
+def test_gemini_class_names_govern_the_tools_the_model_calls(permission: str, tool: str,
+                                                            args: dict[str, object]) -> None:
+    """Gemini CLI's settings name tools by class too (excludeTools: ["ShellTool(rm -rf)"]):
+    declared as a tool of its own, ShellTool(...) governed a tool nobody calls."""
+    guard = loads(f'version: 1\ndeny: ["{permission}"]\n')
+    assert guard.check(tool, args).effect is Effect.DENY
+
+
+def test_a_gemini_class_names_pattern_still_reads_as_its_tools() -> None:
+    guard = loads('version: 1\ndeny: ["ShellTool(rm -rf)", "WriteFileTool(/etc/**)"]\n')
+    assert guard.check("run_shell_command", {"command": "ls -la"}).effect is Effect.ALLOW
+    assert guard.check("write_file", {"file_path": "/tmp/x", "content": "x"}).effect \
+        is Effect.ALLOW

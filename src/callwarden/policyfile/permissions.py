@@ -258,13 +258,15 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
             continue
         kind = _PERMISSION_KINDS.get(name)
         whole = pattern is None or pattern.strip() in ("", "*")
+        runtime = _GEMINI_CLASSES.get(name)  # ShellTool(...): the tool run_shell_command
+        named = (name, runtime) if runtime else _server_tools(name) if whole else (name,)
         selector = Selector(kinds=(kind,)) if kind else Selector(tools=check.globs(
-            _server_tools(name) if whole else (name,), item_path))
+            named, item_path))
         conditions: list[tuple[str, Matcher]] = []
         if not whole:
             assert pattern is not None
             if kind is None and not is_glob(name):
-                profile = tool_profile(name, profiles)
+                profile = tool_profile(runtime or name, profiles)
                 if profile.primary_role is None:
                     check.error(item_path, f"{name}(...) has a pattern, but the tool {name!r} "
                                 f"(kind {profile.kind!r}) has no argument a pattern can match",
@@ -310,6 +312,17 @@ def _as_meant(name: str, pattern: str) -> str:
     if name in _PREFIX_TOOLS and not is_glob(text) and not text.endswith(":*"):
         return text + ":*"
     return text
+
+
+# Gemini CLI's configuration also names its tools by class (``excludeTools:
+# ["ShellTool(rm -rf)"]``); the model calls them by these names.
+_GEMINI_CLASSES = {
+    "ShellTool": "run_shell_command", "ReadFileTool": "read_file", "WriteFileTool": "write_file",
+    "EditTool": "replace", "GlobTool": "glob", "GrepTool": "search_file_content",
+    "LSTool": "list_directory", "ReadManyFilesTool": "read_many_files",
+    "WebFetchTool": "web_fetch", "WebSearchTool": "google_web_search",
+    "MemoryTool": "save_memory",
+}
 
 
 def _server_tools(name: str) -> tuple[str, ...]:
