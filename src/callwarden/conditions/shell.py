@@ -75,11 +75,9 @@ def shell_analysis(subject: Subject, *, home: str | None = None,
     cached = memo.get(key)
     if cached is None:
         workdir = subject.role("cwd")
-        if workdir is None or workdir == "":
-            cached = analyze_command(subject.role("command"), home=home, cwd=cwd)
-        elif type(workdir) is str:
-            cached = analyze_command(subject.role("command"), home=home,
-                                     cwd=_working_dir(workdir, home, cwd))
+        if workdir is None or type(workdir) is str:
+            cached = analyze_command(subject.role("command"), home=home, cwd=_working_dir(
+                workdir, home, cwd) if workdir else cwd)
         else:
             kind = "list" if isinstance(workdir, tuple) else type(workdir).__name__
             cached = CommandAnalysis(source="", home=home, cwd=cwd, parse_error=(

@@ -301,15 +301,13 @@ def permission_rules(raw: Any, effect_name: str, check: Checker, lines: Lines, o
     return rules
 
 
-# Gemini CLI reads its shell tool's pattern as a prefix of whole words: run_shell_command(git)
-# is `git` and every `git ...` command (`Bash(git)` is the command `git` alone).
-_PREFIX_TOOLS = frozenset({"run_shell_command", "ShellTool"})
-
-
 def _as_meant(name: str, pattern: str) -> str:
-    """A permission string's pattern as the agent whose tool it names reads it."""
+    """A permission string's pattern as the agent whose tool it names reads it: Gemini CLI
+    reads its shell tool's as a prefix of whole words (run_shell_command(git) is `git` and
+    every `git ...` command; `Bash(git)` is the command `git` alone)."""
     text = pattern.strip()
-    if name in _PREFIX_TOOLS and not is_glob(text) and not text.endswith(":*"):
+    if _GEMINI_CLASSES.get(name, name) == "run_shell_command" and not is_glob(text) \
+            and not text.endswith(":*"):
         return text + ":*"
     return text
 
